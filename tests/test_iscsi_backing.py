@@ -32,7 +32,7 @@ from iomatrix.backing.iscsi import (
     tgtd_socket_files,
 )
 from iomatrix.backing.leftover_kinds import proc_start
-from iomatrix.backing.network import NetworkDisk
+from iomatrix.backing.network import DiskRequest, NetworkDisk
 from iomatrix.backing.provision import provision
 from iomatrix.backing.spec import parse_backing
 from iomatrix.domain.rtt import rtt_ms
@@ -336,9 +336,11 @@ def test_lab_started_disks_qemu_writes_and_reads_then_nothing_is_left(workdir: P
         assert handle.metadata["tgtd_version"] and handle.metadata["portal"] == f"127.0.0.1:{port}"
         for fmt, cache in (("raw", "on"), ("qcow2", "off")):
             disk = server.new_disk(
-                {"lun_type": "fileio", "lun_write_cache": cache, "format": fmt},
-                size_bytes=64 << 20,
-                name=f"rw-{fmt}",
+                DiskRequest(
+                    {"lun_type": "fileio", "lun_write_cache": cache, "format": fmt},
+                    size_bytes=64 << 20,
+                    name=f"rw-{fmt}",
+                )
             )
             assert isinstance(disk, NetworkDisk) and disk.url.startswith(
                 f"iscsi://127.0.0.1:{port}/"
@@ -376,7 +378,7 @@ def test_null_lun_keeps_nothing_and_presents_the_protocol_ceiling(workdir: Path)
     with provision(parse_backing({"type": "iscsi"}), workdir, set()) as handle:
         server = handle.server
         assert isinstance(server, TgtServer)
-        disk = server.new_disk({"lun_type": "null"}, size_bytes=64 << 20, name="null")
+        disk = server.new_disk(DiskRequest({"lun_type": "null"}, size_bytes=64 << 20, name="null"))
         assert disk.server_path is None and disk.meta["tgt_bstype"] == "null"
         cap = subprocess.run(
             ["iscsi-readcapacity16", "-s", disk.url], capture_output=True, text=True, timeout=60
@@ -392,7 +394,9 @@ def test_null_lun_keeps_nothing_and_presents_the_protocol_ceiling(workdir: Path)
             and "read 65536/65536" in out.stdout
         )
         with pytest.raises(UserError, match="null LUN"):
-            server.new_disk({"lun_type": "null", "format": "qcow2"}, size_bytes=64 << 20, name="nq")
+            server.new_disk(
+                DiskRequest({"lun_type": "null", "format": "qcow2"}, size_bytes=64 << 20, name="nq")
+            )
         server.remove_disk(disk)
 
 
@@ -418,7 +422,9 @@ def test_blockio_opens_o_direct_and_fileio_does_not(workdir: Path) -> None:
         ((pid, _),) = server.server_pids().items()
         seen = {}
         for lun_type in ("blockio", "fileio"):
-            disk = server.new_disk({"lun_type": lun_type}, size_bytes=32 << 20, name=lun_type)
+            disk = server.new_disk(
+                DiskRequest({"lun_type": lun_type}, size_bytes=32 << 20, name=lun_type)
+            )
             assert disk.server_path is not None
             flags = _open_flags(pid, disk.server_path)
             assert flags, f"tgtd holds no fd on {disk.server_path}"
@@ -431,11 +437,12 @@ def test_blockio_opens_o_direct_and_fileio_does_not(workdir: Path) -> None:
 _KILLED_CHILD = """
 import sys, time
 from pathlib import Path
+from iomatrix.backing.network import DiskRequest
 from iomatrix.backing.provision import provision
 from iomatrix.backing.spec import parse_backing
 wd = Path(sys.argv[1])
 with provision(parse_backing({"type": "iscsi"}), wd, set()) as h:
-    d = h.server.new_disk({"lun_type": "fileio"}, size_bytes=32 << 20, name="killed")
+    d = h.server.new_disk(DiskRequest({"lun_type": "fileio"}, size_bytes=32 << 20, name="killed"))
     pid, = h.server.server_pids()
     (wd / "state").write_text(f"{pid} {h.server.port} {h.server.control_port} {d.server_path}")
     time.sleep(600)
@@ -505,8 +512,8 @@ def test_existing_mode_writes_only_the_lun_handed_over(workdir: Path) -> None:
     with provision(parse_backing({"type": "iscsi"}), workdir / "a", set()) as lab:
         server = lab.server
         assert isinstance(server, TgtServer)
-        given = server.new_disk({}, size_bytes=32 << 20, name="given")
-        kept = server.new_disk({}, size_bytes=32 << 20, name="kept")
+        given = server.new_disk(DiskRequest({}, size_bytes=32 << 20, name="given"))
+        kept = server.new_disk(DiskRequest({}, size_bytes=32 << 20, name="kept"))
         assert given.server_path is not None and kept.server_path is not None
         with open(kept.server_path, "r+b") as f:
             f.write(b"user data that must survive" * 100)
@@ -536,8 +543,8 @@ def test_existing_mode_writes_only_the_lun_handed_over(workdir: Path) -> None:
             assert isinstance(existing, ExistingIscsiServer) and not existing.lab_started
             assert existing.server_pids() == {}
             with pytest.raises(UserError, match="existing target"):
-                existing.new_disk({"lun_type": "null"}, size_bytes=1 << 20, name="x")
-            disk = existing.new_disk({}, size_bytes=16 << 20, name="e")
+                existing.new_disk(DiskRequest({"lun_type": "null"}, size_bytes=1 << 20, name="x"))
+            disk = existing.new_disk(DiskRequest({}, size_bytes=16 << 20, name="e"))
             assert disk.url == given.url and disk.meta["iscsi_mode"] == "existing"
             assert disk.meta["lun_write_cache_read_back"] == "off"
             out = _qemu_io(disk.url, "raw", "write -P 0x3c 0 64k")
@@ -545,7 +552,9 @@ def test_existing_mode_writes_only_the_lun_handed_over(workdir: Path) -> None:
             existing.remove_disk(disk)
             assert given.server_path.read_bytes()[:65536] == b"\x3c" * 65536
             # a format is written onto the handed-over LUN itself
-            qdisk = existing.new_disk({"format": "qcow2"}, size_bytes=16 << 20, name="q")
+            qdisk = existing.new_disk(
+                DiskRequest({"format": "qcow2"}, size_bytes=16 << 20, name="q")
+            )
             out = _qemu_io(qdisk.url, "qcow2", "write -P 0x3d 0 64k", "read -P 0x3d 0 64k")
             assert out.returncode == 0 and "Pattern verification failed" not in out.stdout, (
                 out.stderr
@@ -563,7 +572,7 @@ def test_relay_adds_measured_rtt_and_leaves_nothing(workdir: Path) -> None:
     with provision(parse_backing({"type": "iscsi"}), workdir, set()) as handle:
         server = handle.server
         assert isinstance(server, TgtServer)
-        disk = server.new_disk({}, size_bytes=32 << 20, name="rtt")
+        disk = server.new_disk(DiskRequest({}, size_bytes=32 << 20, name="rtt"))
         with delayed(disk, "0", workdir) as (same, meta0):
             assert same is disk and meta0["rtt_measured_ms"] > 0 and meta0["rtt_requested_ms"] == 0
         with delayed(disk, "2ms", workdir) as (slow, meta):
@@ -609,7 +618,7 @@ def test_clean_stops_a_tgtd_that_outlived_its_sweep(workdir: Path) -> None:
     server.start(
         lambda leftover: leftovers.record(workdir, leftover.kind, leftover.target, **leftover.info)
     )
-    disk = server.new_disk({}, size_bytes=16 << 20, name="outlived")
+    disk = server.new_disk(DiskRequest({}, size_bytes=16 << 20, name="outlived"))
     assert server.proc is not None and disk.server_path is not None
     pid, start, port = server.proc.pid, proc_start(server.proc.pid), server.port
     lines = leftovers.clean(workdir, mine=True)  # as `clean` would after the sweep's death
@@ -650,7 +659,7 @@ def test_write_cache_off_makes_tgtd_sync_every_write_and_on_does_not(workdir: Pa
         (pid,) = server.server_pids()
         for cache in ("off", "on"):
             disk = server.new_disk(
-                {"lun_write_cache": cache}, size_bytes=16 << 20, name=f"wc-{cache}"
+                DiskRequest({"lun_write_cache": cache}, size_bytes=16 << 20, name=f"wc-{cache}")
             )
             log = workdir / f"strace-{cache}.txt"
             tracer = subprocess.Popen(
@@ -712,11 +721,11 @@ def test_stopping_our_tgtd_leaves_another_tgtd_alone(workdir: Path) -> None:
     # talks to it.
     with provision(parse_backing({"type": "iscsi"}), workdir / "other", set()) as other:
         assert isinstance(other.server, TgtServer)
-        theirs = other.server.new_disk({}, size_bytes=16 << 20, name="theirs")
+        theirs = other.server.new_disk(DiskRequest({}, size_bytes=16 << 20, name="theirs"))
         with provision(parse_backing({"type": "iscsi"}), workdir / "ours", set()) as ours:
             assert isinstance(ours.server, TgtServer)
             assert ours.server.control_port != other.server.control_port
-            ours.server.new_disk({}, size_bytes=16 << 20, name="ours")
+            ours.server.new_disk(DiskRequest({}, size_bytes=16 << 20, name="ours"))
         (pid,) = other.server.server_pids()
         assert proc_start(pid) is not None
         out = _qemu_io(theirs.url, "raw", "write -P 0x42 0 4k", "read -P 0x42 0 4k")

@@ -250,12 +250,14 @@ HOLDER = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
     from iomatrix import children
+    from iomatrix.backing.network import DiskRequest
     from iomatrix.backing.provision import provision
     from iomatrix.backing.spec import parse_backing
     workdir = Path(sys.argv[1])
     spec = parse_backing({"type": "nbd"})
     with children.record_in(workdir), provision(spec, workdir, set()) as h:
-        disk = h.server.new_disk({"format": "qcow2"}, size_bytes=16 << 20, name="killed")
+        want = DiskRequest({"format": "qcow2"}, size_bytes=16 << 20, name="killed")
+        disk = h.server.new_disk(want)
         print(json.dumps({"pids": h.server.server_pids(), "file": str(disk.server_path),
                           "scratch": str(h.path)}), flush=True)
         time.sleep(600)

@@ -24,7 +24,7 @@ from iomatrix.backing import leftovers, nfs
 from iomatrix.backing import nfs as nfs_module
 from iomatrix.backing.leftover_kinds import proc_start
 from iomatrix.backing.leftovers import clean
-from iomatrix.backing.network import NetworkDisk
+from iomatrix.backing.network import DiskRequest, NetworkDisk
 from iomatrix.backing.nfs import (
     RUNTIME_FILES,
     LabNfsServer,
@@ -293,7 +293,9 @@ def test_lab_server_serves_raw_and_qcow2_to_qemu_and_leaves_nothing(workdir: Pat
         disks = []
         for fmt, pattern in (("raw", "0x5a"), ("qcow2", "0xa5")):
             disk = server.new_disk(
-                {"format": fmt, "preallocation": "off"}, size_bytes=64 * MiB, name=f"t-{fmt}"
+                DiskRequest(
+                    {"format": fmt, "preallocation": "off"}, size_bytes=64 * MiB, name=f"t-{fmt}"
+                )
             )
             disks.append(disk)
             assert disk.server_path is not None and disk.server_path.parent == server.export_dir
@@ -319,7 +321,7 @@ def test_lab_server_serves_raw_and_qcow2_to_qemu_and_leaves_nothing(workdir: Pat
         assert not other.present() and other.undo() == []
         assert regs_before and ours() == regs_before
         with pytest.raises(UserError, match="unknown image format"):
-            server.new_disk({"format": "../x"}, size_bytes=MiB, name="bad")
+            server.new_disk(DiskRequest({"format": "../x"}, size_bytes=MiB, name="bad"))
         # a second lab-started server would hijack the registration: refused in one line
         with pytest.raises(UserError) as err, provision(NfsBacking(), workdir / "second", set()):
             pass
@@ -360,12 +362,14 @@ HOLDER = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
     from iomatrix import children
+    from iomatrix.backing.network import DiskRequest
     from iomatrix.backing.provision import provision
     from iomatrix.backing.spec import parse_backing
     workdir = Path(sys.argv[1])
     table = json.loads(sys.argv[2])
     with children.record_in(workdir), provision(parse_backing(table), workdir, set()) as h:
-        disk = h.server.new_disk({"format": "qcow2"}, size_bytes=16 << 20, name="killed")
+        want = DiskRequest({"format": "qcow2"}, size_bytes=16 << 20, name="killed")
+        disk = h.server.new_disk(want)
         print(json.dumps({"pids": h.server.server_pids(), "ports": getattr(h.server, "ports", {}),
                           "scratch": str(h.path), "url": disk.url}), flush=True)
         time.sleep(600)
@@ -516,7 +520,9 @@ def test_existing_mode_writes_only_its_own_file(
             server = handle.server
             assert server is not None and not server.lab_started and server.server_pids() == {}
             for fmt in ("raw", "qcow2"):
-                disk = server.new_disk({"format": fmt}, size_bytes=32 * MiB, name=f"e-{fmt}")
+                disk = server.new_disk(
+                    DiskRequest({"format": fmt}, size_bytes=32 * MiB, name=f"e-{fmt}")
+                )
                 assert disk.server_path is None and disk.url.startswith(
                     f"nfs://127.0.0.1{export}/iomatrix-"
                 )
@@ -537,7 +543,7 @@ def test_existing_mode_writes_only_its_own_file(
             squatter.write_bytes(b"not yours")
             monkeypatch.setattr(nfs_module.secrets, "token_hex", lambda n: "abcdef")
             with pytest.raises(UserError, match="NFS3ERR_EXIST"):
-                server.new_disk({"format": "raw"}, size_bytes=MiB, name="coll")
+                server.new_disk(DiskRequest({"format": "raw"}, size_bytes=MiB, name="coll"))
             monkeypatch.undo()
             assert squatter.read_bytes() == b"not yours"
             assert [e.kind for e in leftovers.pending(client_wd)].count("nfs_file") == 0

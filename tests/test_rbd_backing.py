@@ -527,6 +527,7 @@ def test_a_monitor_that_cannot_bind_is_one_line_and_undone(
 HOLDER = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
+    from iomatrix.backing.network import DiskRequest
     from iomatrix.backing.provision import provision
     from iomatrix.backing.spec import parse_backing
     with provision(parse_backing(json.loads(sys.argv[2])), Path(sys.argv[1]), set()) as h:
