@@ -434,10 +434,18 @@ def _answer(
     assert shown.choice is not None
     settled = status != "provisional"
     kept = status == "equivalent"
-    pick = answered.setdefault(
-        (shown.choice.cell, settled, kept), _pick(shown, target, settled, varied)
-    )
-    pick.kept = kept
+    cell = shown.choice.cell
+    # One configuration is one pick: a workload still provisional on a cell another workload has
+    # settled on joins that pick (its own line says it is not told apart yet), rather than the same
+    # configuration standing twice, once as the answer and once as "use for now".
+    decided = [k for k in answered if k[0] == cell and k[1]]
+    if not settled and decided:
+        pick = answered[decided[0]]
+    else:
+        pick = answered.setdefault((cell, settled, kept), _pick(shown, target, settled, varied))
+        pick.kept = kept
+        if settled and (early := answered.pop((cell, False, False), None)) is not None:
+            pick.gains[:0] = early.gains
     against, gain = _reference_gain(shown, target)
     pick.gains.append(
         WorkloadGain(
