@@ -35,6 +35,7 @@ from iomatrix.dburl import DatabaseURL  # noqa: E402
 from iomatrix.report.fleet import answer_sweeps  # noqa: E402
 from iomatrix.store import Store  # noqa: E402
 from iomatrix.store.pg import open_central, publish  # noqa: E402
+from iomatrix.store.schema import HOST_COLUMNS  # noqa: E402
 from tests import pg_cluster  # noqa: E402
 from tests.conftest import iomatrix_argv  # noqa: E402
 from tests.test_merge import host_facts, make_sweep  # noqa: E402
@@ -56,27 +57,7 @@ def host_copy(template_file: Path, out: Path, i: int) -> None:
         "UPDATE hosts SET hostname=?, fingerprint=?",
         (
             facts["hostname"],
-            json.dumps(
-                {
-                    **{
-                        k: facts.get(k)
-                        for k in (
-                            "hostname",
-                            "kernel",
-                            "os",
-                            "cpu_model",
-                            "cpu_count",
-                            "mem_bytes",
-                            "fio_version",
-                            "qemu_version",
-                            "qemu_img_version",
-                            "python_version",
-                            "iomatrix_version",
-                        )
-                    }
-                },
-                sort_keys=True,
-            ),
+            json.dumps({k: facts.get(k) for k in HOST_COLUMNS}, sort_keys=True),
         ),
     )
     db.execute("UPDATE samples SET value = value * ?", (1 + (i % 7) / 100,))
