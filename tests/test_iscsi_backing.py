@@ -27,8 +27,6 @@ from iomatrix.backing.iscsi import (
     TgtdLeftover,
     TgtServer,
     caching_page,
-    caching_wce,
-    read_write_cache,
     tgtd_socket_files,
 )
 from iomatrix.backing.leftover_kinds import proc_start
@@ -37,7 +35,13 @@ from iomatrix.backing.provision import provision
 from iomatrix.backing.spec import parse_backing
 from iomatrix.domain.rtt import rtt_ms
 from iomatrix.errors import UserError
-from iomatrix.protocols.iscsi import check_iqn, parse_iscsi_url, parse_portal
+from iomatrix.protocols.iscsi import (
+    caching_wce,
+    check_iqn,
+    parse_iscsi_url,
+    parse_portal,
+    read_write_cache,
+)
 from iomatrix.safety import check_allowed_devices, resolve_allowed
 from tests.conftest import iomatrix_argv, root_only, run_cli, sigint_default
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.backing.iscsi import free_control_port, read_write_cache, tgtd_socket_files
+from iomatrix.backing.iscsi import free_control_port, tgtd_socket_files
+from iomatrix.protocols.iscsi import read_write_cache
 from iomatrix.protocols.place import NetworkPlace
 from iomatrix.snippets import SNIPPET_WIDTH, DiskConfig, Snippet, snippets_for
 from iomatrix.vmconfig.read_iscsi import TGT_WRITE_CACHE_OFF
