@@ -37,33 +37,9 @@ MAX_POSITIONAL = 6
 # cells), not values a reader must tell apart by position.
 THIRD_PARTY_VARARGS = {"add_row"}
 
-# Calls in files other engineers are reshaping (issue 68): (file, callee) → how many such calls.
-# A shrinking list: the lead empties it as their changes merge; a count that went down fails the
-# test below until it is lowered here.
-WIDE_CALLS_ALLOWED: dict[tuple[str, str], int] = {
-    # the statistics engineer
-    ("stats/blocked.py", "BlockedAnalysis"): 4,
-    ("stats/blocked.py", "_AdditiveFit"): 1,
-    ("stats/blocked.py", "_welch"): 4,
-    ("stats/blocked.py", "BlockedPair"): 3,
-    ("stats/coldwarm.py", "ColdWarm"): 4,
-    ("stats/compare.py", "_log_delta"): 2,
-    ("stats/consolidation.py", "ConsolidationAnswer"): 1,
-    ("stats/consolidation.py", "RoleSlowdown"): 2,
-    ("stats/decision.py", "classify"): 1,
-    ("stats/decision.py", "Decision"): 5,
-    ("stats/decision.py", "rounds_to_settle"): 1,
-    ("stats/decision.py", "_kept"): 1,
-    ("stats/decision.py", "extra_rounds"): 1,
-    ("stats/decision.py", "unresolved_statement"): 1,
-    ("stats/decision.py", "rounds_to_rule_out"): 1,
-    ("stats/fleet.py", "_eligible"): 1,
-    ("stats/fleet.py", "FleetAnswer"): 1,
-    ("stats/gate.py", "welch_power"): 1,
-    ("stats/paired.py", "PairedComparison"): 4,
-    ("stats/racing.py", "rounds_to_settle"): 1,
-    ("stats/steps.py", "Step"): 1,
-}
+# Calls allowed more while their files are reshaped: (file, callee) → how many such calls. A
+# shrinking list, empty today; a count that went down fails the test below until it is lowered.
+WIDE_CALLS_ALLOWED: dict[tuple[str, str], int] = {}
 
 
 def _callee(call: ast.Call) -> str:

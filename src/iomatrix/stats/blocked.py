@@ -128,19 +128,19 @@ class BlockedAnalysis:
                 return p
             if (p.a, p.b) == (b, a):
                 return BlockedPair(
-                    a,
-                    b,
-                    _inv(p.ratio),
-                    _inv_opt(p.ratio_high),
-                    _inv_opt(p.ratio_low),
-                    -p.statistic,
-                    p.df,
-                    p.p_value,
-                    p.p_adjusted,
-                    p.significant,
-                    p.se_log,
-                    p.paired_rounds,
-                    p.level,
+                    a=a,
+                    b=b,
+                    ratio=_inv(p.ratio),
+                    ratio_low=_inv_opt(p.ratio_high),
+                    ratio_high=_inv_opt(p.ratio_low),
+                    statistic=-p.statistic,
+                    df=p.df,
+                    p_value=p.p_value,
+                    p_adjusted=p.p_adjusted,
+                    significant=p.significant,
+                    se_log=p.se_log,
+                    paired_rounds=p.paired_rounds,
+                    level=p.level,
                 )
         raise KeyError((a, b))
 
@@ -219,16 +219,16 @@ def _welch(
         level = look_level(alpha, min(len(vals[a]), len(vals[b]))) if looked else alpha
         out.append(
             BlockedPair(
-                a,
-                b,
-                rc.ratio if rc.ratio is not None else math.nan,
-                rc.low,
-                rc.high,
-                w.t,
-                w.df,
-                w.p_value,
-                p,
-                p < level,
+                a=a,
+                b=b,
+                ratio=rc.ratio if rc.ratio is not None else math.nan,
+                ratio_low=rc.low,
+                ratio_high=rc.high,
+                statistic=w.t,
+                df=w.df,
+                p_value=w.p_value,
+                p_adjusted=p,
+                significant=p < level,
                 level=level,
             )
         )
@@ -238,14 +238,14 @@ def _welch(
         f"{why}"
     )
     return BlockedAnalysis(
-        "welch",
-        desc,
-        tuple(cells),
-        {c: float(np.mean(vals[c])) for c in cells},
-        tuple(out),
-        alpha,
-        tuple(complete),
-        (),
+        method="welch",
+        description=desc,
+        cells=tuple(cells),
+        centre={c: float(np.mean(vals[c])) for c in cells},
+        pairs=tuple(out),
+        alpha=alpha,
+        rounds_complete=tuple(complete),
+        rounds_used=(),
         notes=tuple(notes),
     )
 
@@ -330,7 +330,9 @@ def _fit_additive(
     if rss <= 1e-24 * max(float(np.sum((y - y.mean()) ** 2)), 1.0):
         rss = 0.0
     mse = rss / df_resid if df_resid > 0 else math.nan
-    return _AdditiveFit(x, y, beta, rss, df_resid, mse, np.linalg.pinv(x.T @ x))
+    return _AdditiveFit(
+        x=x, y=y, beta=beta, rss=rss, df_resid=df_resid, mse=mse, xtx_inv=np.linalg.pinv(x.T @ x)
+    )
 
 
 def _anova(
@@ -376,14 +378,14 @@ def _anova(
         f"both ran ({variances(prior)}), Holm over {len(pairs)} pair(s), {spent(alpha)}"
     )
     ba = BlockedAnalysis(
-        "rcbd-anova",
-        desc,
-        tuple(cells),
-        centre,
-        pairs,
-        alpha,
-        tuple(complete),
-        tuple(rounds),
+        method="rcbd-anova",
+        description=desc,
+        cells=tuple(cells),
+        centre=centre,
+        pairs=pairs,
+        alpha=alpha,
+        rounds_complete=tuple(complete),
+        rounds_used=tuple(rounds),
         df_resid=df_resid,
         residual_sd=math.sqrt(mse) if mse == mse else None,
         f_cells=f_c,
@@ -445,19 +447,19 @@ def _paired_pairs(
         ratio = t.ratio if t.ratio is not None else math.nan
         out.append(
             BlockedPair(
-                cells[i],
-                cells[j],
-                ratio,
-                t.ratio_low,
-                t.ratio_high,
-                t.statistic,
-                float(t.df) if t.df else None,
-                t.p_value,
-                pa,
-                pa < level,
-                t.se_log,
-                t.rounds,
-                level,
+                a=cells[i],
+                b=cells[j],
+                ratio=ratio,
+                ratio_low=t.ratio_low,
+                ratio_high=t.ratio_high,
+                statistic=t.statistic,
+                df=float(t.df) if t.df else None,
+                p_value=t.p_value,
+                p_adjusted=pa,
+                significant=pa < level,
+                se_log=t.se_log,
+                paired_rounds=t.rounds,
+                level=level,
             )
         )
     return tuple(out), prior
@@ -514,14 +516,14 @@ def _friedman(
         f"{spent(alpha)}"
     )
     return BlockedAnalysis(
-        "friedman-conover",
-        desc,
-        tuple(cells),
-        centre,
-        pairs,
-        alpha,
-        tuple(complete),
-        tuple(rounds),
+        method="friedman-conover",
+        description=desc,
+        cells=tuple(cells),
+        centre=centre,
+        pairs=pairs,
+        alpha=alpha,
+        rounds_complete=tuple(complete),
+        rounds_used=tuple(rounds),
         df_resid=base.df_resid,
         residual_sd=base.residual_sd,
         f_cells=base.f_cells,
@@ -548,7 +550,16 @@ def independent_analysis(
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     table = {c: {i: float(v) for i, v in enumerate(vs)} for c, vs in data.items()}
-    return _welch(list(table), table, alpha, confidence, [], why, [], looked=False)
+    return _welch(
+        cells=list(table),
+        table=table,
+        alpha=alpha,
+        confidence=confidence,
+        complete=[],
+        why=why,
+        notes=[],
+        looked=False,
+    )
 
 
 def blocked_analysis(
@@ -572,17 +583,23 @@ def blocked_analysis(
     complete = [r for r in all_rounds if all(r in table[c] for c in cells)]
     if any(v <= 0 for row in table.values() for v in row.values()):
         return _welch(
-            cells, table, alpha, confidence, complete, "a value ≤ 0 has no logarithm", notes
+            cells=cells,
+            table=table,
+            alpha=alpha,
+            confidence=confidence,
+            complete=complete,
+            why="a value ≤ 0 has no logarithm",
+            notes=notes,
         )
     if len(complete) < 2:
         return _welch(
-            cells,
-            table,
-            alpha,
-            confidence,
-            complete,
-            f"only {len(complete)} round(s) hold every cell (a block analysis needs 2)",
-            notes,
+            cells=cells,
+            table=table,
+            alpha=alpha,
+            confidence=confidence,
+            complete=complete,
+            why=f"only {len(complete)} round(s) hold every cell (a block analysis needs 2)",
+            notes=notes,
         )
     dropped = [r for r in all_rounds if r not in complete]
     if dropped:
@@ -592,7 +609,13 @@ def blocked_analysis(
     base, resid = _anova(cells, table, alpha, confidence, complete, notes)
     if base.df_resid is None or base.df_resid < 1:
         return _welch(
-            cells, table, alpha, confidence, complete, "no residual degrees of freedom", notes
+            cells=cells,
+            table=table,
+            alpha=alpha,
+            confidence=confidence,
+            complete=complete,
+            why="no residual degrees of freedom",
+            notes=notes,
         )
     normality_p: float | None = None
     if resid.size >= 3 and float(np.ptp(resid)) > 1e-12:
@@ -608,22 +631,22 @@ def blocked_analysis(
         f"{NORMALITY_ALPHA:g})"
     )
     return BlockedAnalysis(
-        base.method,
-        base.description + diag,
-        base.cells,
-        base.centre,
-        base.pairs,
-        alpha,
-        base.rounds_complete,
-        base.rounds_used,
-        base.df_resid,
-        base.residual_sd,
-        base.f_cells,
-        base.p_cells,
-        base.f_rounds,
-        base.p_rounds,
-        base.round_share,
-        normality_p,
+        method=base.method,
+        description=base.description + diag,
+        cells=base.cells,
+        centre=base.centre,
+        pairs=base.pairs,
+        alpha=alpha,
+        rounds_complete=base.rounds_complete,
+        rounds_used=base.rounds_used,
+        df_resid=base.df_resid,
+        residual_sd=base.residual_sd,
+        f_cells=base.f_cells,
+        p_cells=base.p_cells,
+        f_rounds=base.f_rounds,
+        p_rounds=base.p_rounds,
+        round_share=base.round_share,
+        normality_p=normality_p,
         notes=base.notes,
         prior=base.prior,
     )

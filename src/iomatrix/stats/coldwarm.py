@@ -65,21 +65,31 @@ def cold_vs_warm(
     arr = as_samples(samples_in_run_order)
     cold = float(arr[0])
     if arr.size == 1:
-        return ColdWarm(cold, None, None, False, None, None, None, alpha, "untested: only one run")
+        return ColdWarm(
+            cold=cold,
+            warm=None,
+            p_value=None,
+            differs=False,
+            t=None,
+            df=None,
+            ratio=None,
+            alpha=alpha,
+            test="untested: only one run",
+        )
     warm = summarize(arr[1:])
     ratio = None if warm.mean == 0 else cold / warm.mean
     m = warm.n
     if m < MIN_WARM_RUNS:
         return ColdWarm(
-            cold,
-            warm,
-            None,
-            False,
-            None,
-            None,
-            ratio,
-            alpha,
-            f"untested: {m} warm run(s) < {MIN_WARM_RUNS}",
+            cold=cold,
+            warm=warm,
+            p_value=None,
+            differs=False,
+            t=None,
+            df=None,
+            ratio=ratio,
+            alpha=alpha,
+            test=f"untested: {m} warm run(s) < {MIN_WARM_RUNS}",
         )
     df = m - 1
     desc = (
@@ -95,15 +105,15 @@ def cold_vs_warm(
         t = 0.0 if same else math.copysign(math.inf, cold - warm.mean)
         p = 1.0 if same else 0.0
         return ColdWarm(
-            cold,
-            warm,
-            p,
-            p < alpha,
-            t,
-            df,
-            ratio,
-            alpha,
-            desc + " (warm runs constant: decided exactly)",
+            cold=cold,
+            warm=warm,
+            p_value=p,
+            differs=p < alpha,
+            t=t,
+            df=df,
+            ratio=ratio,
+            alpha=alpha,
+            test=desc + " (warm runs constant: decided exactly)",
         )
     # lazy, as in summary.t_quantile: importing a report must not cost scipy.stats
     from scipy import stats as _st
@@ -115,4 +125,14 @@ def cold_vs_warm(
         res = _st.ttest_1samp(arr[1:], popmean=cold)
         # ttest_1samp tests warm − cold; report the statistic as cold − warm like "prediction".
         t, p = -float(res.statistic), float(res.pvalue)
-    return ColdWarm(cold, warm, p, p < alpha, t, df, ratio, alpha, desc)
+    return ColdWarm(
+        cold=cold,
+        warm=warm,
+        p_value=p,
+        differs=p < alpha,
+        t=t,
+        df=df,
+        ratio=ratio,
+        alpha=alpha,
+        test=desc,
+    )

@@ -175,7 +175,7 @@ def ratio_ci(
     log_delta_fits = positive and ma > 0.0 and mb > 0.0
     if a2 <= 0.0:
         return (
-            _log_delta(ma, mb, va, vb, na, nb, confidence)
+            _log_delta(ma=ma, mb=mb, va=va, vb=vb, na=na, nb=nb, confidence=confidence)
             if log_delta_fits
             else RatioCI(r, None, None)
         )
@@ -185,5 +185,5 @@ def ratio_ci(
     hi = (ma * mb + root) / a2
     lo, hi = min(lo, hi), max(lo, hi)
     if log_delta_fits and lo <= 0.0:
-        return _log_delta(ma, mb, va, vb, na, nb, confidence)
+        return _log_delta(ma=ma, mb=mb, va=va, vb=vb, na=na, nb=nb, confidence=confidence)
     return RatioCI(r, lo, hi)

@@ -94,14 +94,34 @@ def consolidation_answer(
         for role in roles:
             xs, bs = list(at_n.get(role, [])), list(base[role])
             if not xs:
-                slowdowns.append(RoleSlowdown(role, n, None, None, None, 0, len(bs), "beyond"))
+                slowdowns.append(
+                    RoleSlowdown(
+                        role=role,
+                        tiles=n,
+                        ratio=None,
+                        low=None,
+                        high=None,
+                        n=0,
+                        n_baseline=len(bs),
+                        verdict="beyond",
+                    )
+                )
                 notes.append(f"{n} tiles: no successful point for role {role}")
                 all_within = all_estimate = False
                 continue
             r = ratio_ci(xs, bs, confidence)
             verdict = _verdict(r.low, r.high, r.ratio, bound)
             slowdowns.append(
-                RoleSlowdown(role, n, r.ratio, r.low, r.high, len(xs), len(bs), verdict)
+                RoleSlowdown(
+                    role=role,
+                    tiles=n,
+                    ratio=r.ratio,
+                    low=r.low,
+                    high=r.high,
+                    n=len(xs),
+                    n_baseline=len(bs),
+                    verdict=verdict,
+                )
             )
             all_within = all_within and verdict == "within"
             all_estimate = all_estimate and r.ratio is not None and r.ratio <= bound
@@ -111,4 +131,12 @@ def consolidation_answer(
             answer = n
         if estimate_run:
             estimate = n
-    return ConsolidationAnswer(bound, confidence, tested, answer, estimate, slowdowns, notes)
+    return ConsolidationAnswer(
+        bound=bound,
+        confidence=confidence,
+        tested=tested,
+        answer=answer,
+        estimate=estimate,
+        slowdowns=slowdowns,
+        notes=notes,
+    )

@@ -440,13 +440,13 @@ def extra_rounds(
     for name in contenders:
         ratio = centre[name] / centre[leader] if centre[name] > 0 and centre[leader] > 0 else None
         need = rounds_to_settle(
-            ratio,
-            separation_sd(leader, name, analysis, samples),
-            rounds_done,
-            alpha,
-            threshold,
-            higher_is_better,
-            parametric,
+            ratio=ratio,
+            sd_log=separation_sd(leader, name, analysis, samples),
+            rounds_done=rounds_done,
+            alpha=alpha,
+            threshold=threshold,
+            higher_is_better=higher_is_better,
+            can_rule_out=parametric,
         )
         if need is not None:
             extra = need if extra is None else max(extra, need)
@@ -473,7 +473,13 @@ def rounds_to_settle(
     if can_rule_out:
         ways.append(
             rounds_to_rule_out(
-                math.log(ratio), sd_log, rounds_done, threshold, higher_is_better, alpha, power
+                effect_log=math.log(ratio),
+                sd_log=sd_log,
+                rounds_done=rounds_done,
+                threshold=threshold,
+                higher_is_better=higher_is_better,
+                alpha=alpha,
+                power=power,
             )
         )
     known = [n for n in ways if n is not None]
@@ -563,26 +569,26 @@ def decide(
     ranked = [r for r in ranking.rows if r.rank is not None]
     if not ranked:
         return Decision(
-            "none",
-            None,
-            None,
-            (),
-            (),
-            (),
-            threshold,
-            keys,
-            None,
-            "no cell has enough runs to be ranked",
+            kind="none",
+            answer=None,
+            leader=None,
+            tied=(),
+            unresolved=(),
+            separated=(),
+            threshold=threshold,
+            tie_break=keys,
+            extra_rounds=None,
+            statement="no cell has enough runs to be ranked",
         )
     best = ranked[0].name
     v = classify(
-        ranked,
-        ranking.higher_is_better,
-        ranking.alpha,
-        threshold,
-        ranking.analysis,
-        margin,
-        eliminated,
+        ranked=ranked,
+        higher_is_better=ranking.higher_is_better,
+        alpha=ranking.alpha,
+        threshold=threshold,
+        analysis=ranking.analysis,
+        margin=margin,
+        eliminated=eliminated,
     )
     centre = {r.name: r.centre if r.centre is not None else r.summary.mean for r in ranked}
     full_keys = full_tie_break(keys)
@@ -595,37 +601,53 @@ def decide(
 
     ended = _ends(ranking, v, names, keeper, kept, margin)
     if ended is not None:
-        return _kept(v, best, keeper, what, ended, threshold, keys, margin)
+        return _kept(
+            v=v,
+            best=best,
+            keeper=keeper,
+            what=what,
+            ended=ended,
+            threshold=threshold,
+            keys=keys,
+            margin=margin,
+        )
     if v.unresolved:
         rounds_done = min(r.summary.n for r in ranked if r.name in (best, *v.unresolved))
         extra = extra_rounds(
-            best,
-            v.unresolved,
-            centre,
-            rounds_done,
-            ranking.alpha,
-            ranking.analysis,
-            samples,
-            threshold,
-            ranking.higher_is_better,
+            leader=best,
+            contenders=v.unresolved,
+            centre=centre,
+            rounds_done=rounds_done,
+            alpha=ranking.alpha,
+            analysis=ranking.analysis,
+            samples=samples,
+            threshold=threshold,
+            higher_is_better=ranking.higher_is_better,
         )
         pick = sorted(v.top + v.unresolved, key=order)[0]
         statement = unresolved_statement(
-            best, v.unresolved, pct, extra, ranking.alpha, keys, pick, budget_spent
+            leader=best,
+            unresolved=v.unresolved,
+            pct=pct,
+            extra=extra,
+            alpha=ranking.alpha,
+            keys=keys,
+            pick=pick,
+            budget_spent=budget_spent,
         )
         other = keeper if keeper != best else v.unresolved[0]
         return Decision(
-            "unresolved",
-            None,
-            best,
-            v.top[1:],
-            v.unresolved,
-            v.separated,
-            threshold,
-            keys,
-            extra,
-            statement,
-            pick,
+            kind="unresolved",
+            answer=None,
+            leader=best,
+            tied=v.top[1:],
+            unresolved=v.unresolved,
+            separated=v.separated,
+            threshold=threshold,
+            tie_break=keys,
+            extra_rounds=extra,
+            statement=statement,
+            provisional=pick,
             ruled_out=v.ruled_out,
             keeper=kept,
             margin=margin,
@@ -635,16 +657,16 @@ def decide(
     if len(v.top) == 1 and not v.ruled_out:
         statement = f"{best} is the answer: {rest}" if rest else f"{best} is the only ranked cell"
         return Decision(
-            "single",
-            best,
-            best,
-            (),
-            (),
-            v.separated,
-            threshold,
-            keys,
-            None,
-            statement,
+            kind="single",
+            answer=best,
+            leader=best,
+            tied=(),
+            unresolved=(),
+            separated=v.separated,
+            threshold=threshold,
+            tie_break=keys,
+            extra_rounds=None,
+            statement=statement,
             equivalent=v.equivalent,
             keeper=kept,
             margin=margin,
@@ -670,16 +692,16 @@ def decide(
     if rest:
         parts.append(rest)
     return Decision(
-        "tie",
-        chosen[0],
-        best,
-        (*chosen[1:], *v.ruled_out),
-        (),
-        v.separated,
-        threshold,
-        keys,
-        None,
-        "; ".join(parts),
+        kind="tie",
+        answer=chosen[0],
+        leader=best,
+        tied=(*chosen[1:], *v.ruled_out),
+        unresolved=(),
+        separated=v.separated,
+        threshold=threshold,
+        tie_break=keys,
+        extra_rounds=None,
+        statement="; ".join(parts),
         ruled_out=v.ruled_out,
         equivalent=v.equivalent,
         keeper=kept,
@@ -848,16 +870,16 @@ def _kept(
         )
     )
     return Decision(
-        "equivalent",
-        keeper,
-        best,
-        tied,
-        (),
-        v.separated,
-        threshold,
-        keys,
-        None,
-        statement,
+        kind="equivalent",
+        answer=keeper,
+        leader=best,
+        tied=tied,
+        unresolved=(),
+        separated=v.separated,
+        threshold=threshold,
+        tie_break=keys,
+        extra_rounds=None,
+        statement=statement,
         ruled_out=v.ruled_out,
         equivalent=v.equivalent,
         keeper=keeper,

@@ -186,7 +186,15 @@ def fleet_answer(
     ranking = host_blocked_ranking(hosts, higher_is_better, alpha, confidence)
     union = set().union(*(set(h.centre) for h in hosts))
     wins, leads = _wins_and_leads(hosts, union)
-    eligible = _eligible(hosts, ranking, wins, leads, axes, tie_break, higher_is_better)
+    eligible = _eligible(
+        hosts=hosts,
+        ranking=ranking,
+        wins=wins,
+        leads=leads,
+        axes=axes,
+        tie_break=tie_break,
+        higher_is_better=higher_is_better,
+    )
     choice = eligible[0] if eligible else None
     tied = (
         tuple(c for c in eligible[1:] if (wins[c], leads[c]) == (wins[choice], leads[choice]))
@@ -202,21 +210,21 @@ def fleet_answer(
     )
     missing = {h.host: tuple(sorted(union - set(h.centre))) for h in hosts if union - set(h.centre)}
     return FleetAnswer(
-        tuple(names),
-        higher_is_better,
-        ranking,
-        wins,
-        leads,
-        eligible,
-        choice,
-        tied,
-        tuple(losses),
-        worst,
-        differing,
-        tuple(h.host for h in hosts if not h.settled),
-        missing,
-        heat_map(hosts),
-        tuple(tie_break),
+        hosts=tuple(names),
+        higher_is_better=higher_is_better,
+        ranking=ranking,
+        wins=wins,
+        leads=leads,
+        eligible=eligible,
+        choice=choice,
+        tied_choices=tied,
+        losses=tuple(losses),
+        worst=worst,
+        differing=differing,
+        unsettled=tuple(h.host for h in hosts if not h.settled),
+        missing=missing,
+        heat=heat_map(hosts),
+        tie_break=tuple(tie_break),
     )
 
 

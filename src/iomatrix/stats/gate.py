@@ -85,7 +85,13 @@ def regression_gate(
             undetectable.append(Undetectable(c, Power(0.0, None)))
             continue
         p = welch_power(
-            threshold * abs(c.a.mean), c.a.sd, c.b.sd, c.a.n, c.b.n, level, POWER_TARGET
+            delta=threshold * abs(c.a.mean),
+            sd_a=c.a.sd,
+            sd_b=c.b.sd,
+            n_a=c.a.n,
+            n_b=c.b.n,
+            alpha=level,
+            target=POWER_TARGET,
         )
         if p.power < POWER_TARGET:
             undetectable.append(Undetectable(c, p))

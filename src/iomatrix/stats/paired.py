@@ -64,23 +64,41 @@ def paired_comparison(
     d = shared_log_ratios(a, b)
     n = len(d)
     if n == 0:
-        return PairedComparison(0, None, None, None, None, 0, 0.0, 1.0)
+        return PairedComparison(
+            rounds=0,
+            ratio=None,
+            ratio_low=None,
+            ratio_high=None,
+            se_log=None,
+            df=0,
+            statistic=0.0,
+            p_value=1.0,
+        )
     mean = sum(d) / n
     if n < 2:
-        return PairedComparison(n, math.exp(mean), None, None, None, 0, 0.0, 1.0)
+        return PairedComparison(
+            rounds=n,
+            ratio=math.exp(mean),
+            ratio_low=None,
+            ratio_high=None,
+            se_log=None,
+            df=0,
+            statistic=0.0,
+            p_value=1.0,
+        )
     sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))
     se = sd / math.sqrt(n)
     if se <= 1e-12 * max(1.0, abs(mean)):
         p = 1.0 if abs(mean) < 1e-12 else 0.0
         return PairedComparison(
-            n,
-            math.exp(mean),
-            math.exp(mean),
-            math.exp(mean),
-            0.0,
-            n - 1,
-            0.0 if p == 1.0 else math.copysign(math.inf, mean),
-            p,
+            rounds=n,
+            ratio=math.exp(mean),
+            ratio_low=math.exp(mean),
+            ratio_high=math.exp(mean),
+            se_log=0.0,
+            df=n - 1,
+            statistic=0.0 if p == 1.0 else math.copysign(math.inf, mean),
+            p_value=p,
         )
     t = mean / se
     # scipy.stats.t's own functions without importing scipy.stats (~1 s of CPU per process, issue
@@ -88,5 +106,12 @@ def paired_comparison(
     p = t_two_sided_p(t, n - 1)
     q = t_quantile(confidence, n - 1)
     return PairedComparison(
-        n, math.exp(mean), math.exp(mean - q * se), math.exp(mean + q * se), se, n - 1, t, p
+        rounds=n,
+        ratio=math.exp(mean),
+        ratio_low=math.exp(mean - q * se),
+        ratio_high=math.exp(mean + q * se),
+        se_log=se,
+        df=n - 1,
+        statistic=t,
+        p_value=p,
     )

@@ -282,14 +282,14 @@ def _judge(
     # Even odds (FUTILITY_POWER) of settling it: separated or ruled out (stats/decision.py:
     # rounds_to_settle).
     extra = rounds_to_settle(
-        pr.ratio,
-        pair_sd(pr),
-        pr.paired_rounds or rules.rounds_done,
-        alpha,
-        rules.threshold,
-        rules.higher_is_better,
-        pr.se_log is not None,
-        FUTILITY_POWER,
+        ratio=pr.ratio,
+        sd_log=pair_sd(pr),
+        rounds_done=pr.paired_rounds or rules.rounds_done,
+        alpha=alpha,
+        threshold=rules.threshold,
+        higher_is_better=rules.higher_is_better,
+        can_rule_out=pr.se_log is not None,
+        power=FUTILITY_POWER,
     )
     left = rules.rounds_left
     # With no round left, max or the budget stops the unit anyway, and says so.

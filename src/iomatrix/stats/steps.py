@@ -106,13 +106,13 @@ def _search(
     before, after = float(levels[:k].mean()), float(levels[k:].mean())
     out.append(
         Step(
-            offset + k,
-            math.exp(before),
-            math.exp(after),
-            math.exp(after - before),
-            p,
-            k,
-            len(levels) - k,
+            at=offset + k,
+            before=math.exp(before),
+            after=math.exp(after),
+            ratio=math.exp(after - before),
+            p=p,
+            sweeps_before=k,
+            sweeps_after=len(levels) - k,
         )
     )
     _search(levels[:k], offset, alpha, rng, out)
