@@ -265,6 +265,9 @@ def _one_tier(h: Headline) -> str | None:
     return next(iter(tiers)) if len(tiers) == 1 else None
 
 
+HEADING_NAME_CHARS = 200
+
+
 def _screen_head(
     h: Headline, width: int, markdown: bool, squeeze: bool = False, dense: int = 0
 ) -> list[str]:
@@ -272,8 +275,11 @@ def _screen_head(
     and baseline, the findings, the roles' answers and the trade-offs. A squeezed screen names the
     one tier here, not under each configuration."""
     tier = f" · {_one_tier(h)} tier" if squeeze and _one_tier(h) else ""
+    # a host's or plan's name is a label: past HEADING_NAME_CHARS (a damaged or hostile store) it
+    # is cut here with its note, which then stays on the first screen at any width
+    host, plan = (cut_long(name, HEADING_NAME_CHARS) for name in (h.host, h.plan))
     out = wrap(
-        f"{'## ' if markdown else ''}Answer for {h.host} · sweep {h.sweep_id} ({h.plan}, "
+        f"{'## ' if markdown else ''}Answer for {host} · sweep {h.sweep_id} ({plan}, "
         f"{h.status}){tier}",
         width,
     )
