@@ -4,6 +4,7 @@ README's figures against it (issue 70: `plans` said "3–5 min" for ceph, the RE
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import re
@@ -64,7 +65,8 @@ CAPTURED = {
 
 
 def stored_sweep(path: Path) -> tuple[Plan, float]:
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+    # immutable: a read leaves no -shm or -wal file beside the captured database
+    with contextlib.closing(sqlite3.connect(f"file:{path}?immutable=1", uri=True)) as db:
         plan_json, wall = db.execute(
             "SELECT plan_json, finished_at - started_at FROM sweeps"
         ).fetchone()
