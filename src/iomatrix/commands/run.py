@@ -481,6 +481,14 @@ def _run_locked(sw: Sweep, store: Store) -> None:
     )
     for line in current_lines(p, exp, console.width):
         console.print(line, markup=False, highlight=False)
+    from iomatrix.estimate import estimate_sweep
+
+    # said before the sweep, not only at its end: the budget will cut minimum runs
+    if (estimate := estimate_sweep(p, exp)).minimum_cut:
+        console.print(
+            f"[yellow]note:[/] {escape(estimate.sentence(p.time_budget))}",
+            soft_wrap=not console.is_terminal,
+        )
     res = runner.run()
     accels = sorted(set(res.accel.values()))
     console.print(
