@@ -4,17 +4,18 @@ Run by tests/test_import_graph.py (``python -P import_first.py MODULE...``, the 
 named first): prints one line per module that cannot be imported first, its name, a tab and the
 error, and nothing for the others.
 
-Each module gets a forked process in which no module of the package was imported before, except
-the package that holds it: the process for ``a.b.c`` is forked from the one that imported ``a.b``
-first and stopped there. That is exactly where a fresh interpreter stands when it starts running
-``a.b.c``: ``import a.b.c`` imports ``a``, then ``a.b``, then runs ``a.b.c``. So every module is
-imported first as ``python -c "import a.b.c"`` would, while each package's own imports run once,
-not once per module under it.
+Each module gets a forked process in which nothing of the package was imported before but the
+packages that hold it (and what they import): the process for ``a.b.c`` is forked from the one that
+imported ``a.b`` first and stopped there. That is exactly where a fresh interpreter stands when it
+starts running ``a.b.c``: ``import a.b.c`` imports ``a``, then ``a.b``, then runs ``a.b.c``. So
+every module is imported first as ``python -c "import a.b.c"`` would, while each package's own
+imports run once, not once per module under it.
 
 Modules from outside the package (the standard library, pydantic, numpy, ...) are imported once, in
 the first process, before any fork: a survey process imports every module of the package and names
 what else it loaded. They are not what is tested, and importing them afresh for each of ~300 modules
-would take minutes of CPU.
+would take minutes of CPU. (So, as before, a module that uses ``scipy.stats`` after a bare ``import
+scipy`` is not caught here when another module imported ``scipy.stats``.)
 
 At most one process per CPU imports at a time (tokens in a pipe): a package's process gives its
 token back once its own import is done and, while its modules' processes run, only waits."""
