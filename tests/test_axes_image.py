@@ -524,9 +524,9 @@ BASE = {
 def test_block_layer_zero_detection_runs_on_zero_filled_writes(tmp_path: Path) -> None:
     # Zero detection in a workload table: the zero-filled writes run with it off and on, random
     # writes (which it cannot change) on the tier's one cell only; one run each. How much faster
-    # zero-filled writes go with it on (1.72× on a quiet host) is bench/zero_detection.py's to
-    # measure (docs/benchmarks.md), not a test's: a measured ratio asserted here was a speed
-    # assertion (issue 67).
+    # zero-filled writes go with it on (1.72× on a quiet host: docs/benchmarks-history.md, "Issue
+    # 24: zero detection in the block layer") is bench/zero_detection.py's to measure, not a
+    # test's: a measured ratio asserted here was a speed assertion (issue 67).
     con, bw = _sweep(
         tmp_path,
         {
@@ -602,10 +602,11 @@ def test_block_layer_whole_image_l2_cache_runs_on_a_wide_thin_image(tmp_path: Pa
     # A 1 TiB thin image with all 2048 of its L2 tables (64 KiB clusters): QEMU's default cache (32
     # MiB) holds a quarter of them, whole-image (128 MiB) all. Here: that both cells run that image
     # with the cache size each asks for, two runs each (recommend --min-runs 2). How much faster
-    # whole-image reads (about 10× on a quiet host) is bench/l2_cache.py's to measure
-    # (docs/benchmarks.md), not a test's (issue 67: the 2× this test asked for was a measured
-    # speed, and its three runs per cell took a minute); that the decision rule names whole-image
-    # on such runs is test_whole_image_l2_cache_is_the_answer_on_captured_runs.
+    # whole-image reads (about 10× on a quiet host: docs/benchmarks-history.md, "Issue 24: the
+    # qcow2 L2 cache") is bench/l2_cache.py's to measure, not a test's (issue 67: the 2× this test
+    # asked for was a measured speed, and its three runs per cell took a minute); that the decision
+    # rule names whole-image on such runs is
+    # test_whole_image_l2_cache_is_the_answer_on_captured_runs.
     con, iops = _sweep(
         tmp_path,
         {
