@@ -105,8 +105,8 @@ RECORDED_MINUTES = {
 
 
 # Plans recorded on a loaded host only: the estimate (a quiet host's) must lie within the span of
-# their sweeps, ±25 %. ceph: 7.8 min on a loaded host (docs/shared-storage.md, "Ceph RBD: …") and 18.7 on
-# issue 70's shared host, where the budget ended it.
+# their sweeps, ±25 %. ceph: 7.8 min on a loaded host (docs/shared-storage.md, "Ceph RBD: …") and
+# 18.7 on issue 70's shared host, where the budget ended it.
 LOADED_ONLY_MINUTES = {"ceph": [7.8, 18.7]}
 
 
