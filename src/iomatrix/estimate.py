@@ -88,7 +88,7 @@ class SweepEstimate:
         if self.budget_bound:
             return (
                 f"estimated duration: {self.minutes()}, {setup}: the time budget {budget} ends it "
-                f"({minimum}; racing stops earlier once the answers settle)"
+                f"({minimum}; the sweep ends sooner once its answers settle)"
             )
         return (
             f"estimated duration: {self.minutes()}, {setup} ({minimum}; time budget {budget}, a "
