@@ -28,7 +28,7 @@ asks 0.0024 there, 7 times more. It asks less at the first two looks (0.01 and 0
 differences that need 6–9 rounds, which the quickstart's budget buys and its answers stayed
 undecided on, are decided. On the captured twins (tests/data/aa-twins, 36 pairs, 9 rounds, loaded
 host): identical twins called different 0 (1 before), a twin made 20 % slower decided in 6 of 36
-(2), 40 % in 17 (14). The t-test's p is compared with ℓ* as group-sequential designs do with their
+(2), 40 % in 18 (14). The t-test's p is compared with ℓ* as group-sequential designs do with their
 nominal levels: the walk's boundary is the normal one, the pair's t has few df, and the A/A
 calibration (bench/aa_calibration.py, bench/power_curve.py) is what holds it to its rate.
 
