@@ -57,7 +57,8 @@ def test_identical_twins_are_neither_called_different_nor_named_the_answer(
     # pair's own paired t on 2 df at the first look (no cell-variance model is fitted there: the two
     # writeback cells move together, their fitted variances are 0). The constant boundary asks
     # ℓ* = 0.0024 at every look (stats/looks.py) and that pair does not reach it. The bar is 1 in 40
-    # over the three sweeps (docs/benchmarks.md).
+    # over the three sweeps (docs/benchmarks-history.md, "Issue 71: moderated variances re-judged on
+    # captured twins").
     assert [v for v in verdicts if v[3] != 0] == []
 
 
