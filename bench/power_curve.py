@@ -3,6 +3,12 @@ difference (the power curve, issue 71), with the A/A check in the same runs (not
 
     python bench/power_curve.py [--sweeps 4] [--budget 4.5m] [--keep DIR] [--json]
     python bench/power_curve.py --rejudge DIR [--json]    (--analyse DIR: as raced)
+    python bench/power_curve.py --fixed 9 --sweeps 5 --keep DIR; then --rejudge DIR
+
+With `--fixed N` every unit runs N rounds (no race, no budget), and `--rejudge` replays each effect
+size as its own quick-shaped race (twin-a, twin-b, that throttled twin) for at most 9 rounds, the
+quickstart's length, by the rule in the code: the power curve docs/benchmarks.md records. The raced
+sweeps below stop the throttled twins early, so their replays have only those rounds.
 
 Each sweep is one plan run as a user runs it (`iomatrix run PLAN --db …`), the size of the
 quickstart's: 18 units, quick's budget (4.5 minutes), repetitions and precision phase. Its cells
