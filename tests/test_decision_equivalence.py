@@ -15,7 +15,7 @@ from iomatrix.errors import UserError
 from iomatrix.report.rank import rank_sweep
 from iomatrix.report.recommend import answer_of, recommend
 from iomatrix.stats import Ranking, rank
-from iomatrix.stats.decision import decide
+from iomatrix.stats.decision import MORE_TIME, decide
 from iomatrix.stats.equivalence import tost
 from iomatrix.stats.looks import look_level
 from iomatrix.store import Store
@@ -100,11 +100,14 @@ def test_better_is_settled_and_worse_keeps_what_the_user_runs() -> None:
     assert (worse.kind, worse.answer, worse.outcome) == ("single", "raw", "worse")
 
 
-def test_inconclusive_says_how_many_rounds() -> None:
+def test_inconclusive_keeps_the_rounds_needed_and_says_time_not_rounds() -> None:
+    """The estimate stays in the decision (extra_rounds); its statement names no round count
+    (issue 71): the report says it in minutes (report/settle_time.py)."""
     r = _paired(A12[:3], [0.15, -0.05, 0.25])
     d = decide(r, AXES, keep=[("qcow2", "what you run")])
     assert (d.kind, d.outcome, d.answer) == ("unresolved", "inconclusive", None)
-    assert d.extra_rounds is not None and "more round(s)" in d.statement
+    assert d.extra_rounds is not None and MORE_TIME in d.statement
+    assert "round" not in d.statement
 
 
 def test_lower_is_better_bounds_say_how_much_faster_the_best_is() -> None:

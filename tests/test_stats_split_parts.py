@@ -231,7 +231,7 @@ def test_unresolved_statement() -> None:
     assert text == (
         "not separable within the budget: A has the best mean, but B, C are neither significantly "
         "worse nor within "
-        "5%; no number of rounds can be estimated to settle them; if one must be chosen now, the "
+        "5%; no amount of time can be estimated to settle them; if one must be chosen now, the "
         "tie-break (performance) picks B"
     )
 
