@@ -32,6 +32,7 @@ def _sweep(raw_d: list[float], qcow2_d: list[float]) -> dict[str, list[tuple[int
 
 
 EXAMPLE = _sweep([0.20, 0.25, 0.15], [0.22, 0.18, 0.20])
+EXAMPLE4 = _sweep([0.20, 0.25, 0.15, 0.15], [0.22, 0.18, 0.20, 0.17])  # the example's 4th round
 
 
 def _cache(data: dict[str, list[tuple[int, float]]], **kw: object) -> AxisDecision:
@@ -41,8 +42,12 @@ def _cache(data: dict[str, list[tuple[int, float]]], **kw: object) -> AxisDecisi
 
 
 def test_the_worked_example_is_decided_at_the_looks_level_over_the_family() -> None:
+    # 3 rounds on 2 df: p = 0.0039 does not reach ℓ*/2 = 0.0012 (stats/looks.py: ℓ* = 0.0024)
+    three = _cache(EXAMPLE, family=2)
+    assert three.p_value == pytest.approx(0.0039, abs=1e-4) and three.df == 2
+    assert three.status == "open" and three.better is None
     d = decide_axis(
-        EXAMPLE,
+        EXAMPLE4,
         LEVELS,
         "cache",
         "writeback",
@@ -52,14 +57,14 @@ def test_the_worked_example_is_decided_at_the_looks_level_over_the_family() -> N
         margin=0.05,
         family=2,
     )
-    assert d.level == pytest.approx(0.005)  # α/(1·2) at the first look, over 2 axis tests
-    assert d.p_value == pytest.approx(0.0039, abs=1e-4) and d.df == 2
+    assert d.level == pytest.approx(0.0012, abs=1e-5)  # ℓ* = 0.0024 over 2 axis tests
+    assert d.p_value == pytest.approx(0.00076, abs=1e-5) and d.df == 3
     assert d.status == "decided" and d.better == "writeback"
-    assert d.ratio == pytest.approx(math.exp(0.2))
-    assert (d.low, d.high) == (pytest.approx(1.1570, abs=1e-4), pytest.approx(1.2894, abs=1e-4))
+    assert d.ratio == pytest.approx(math.exp(0.19))
+    assert (d.low, d.high) == (pytest.approx(1.1588, abs=1e-4), pytest.approx(1.2619, abs=1e-4))
     # a latency: the lower level is the better one
     lat = decide_axis(
-        EXAMPLE,
+        EXAMPLE4,
         LEVELS,
         "cache",
         "writeback",
@@ -70,9 +75,9 @@ def test_the_worked_example_is_decided_at_the_looks_level_over_the_family() -> N
         family=2,
     )
     assert lat.status == "decided" and lat.better == "none"
-    # over 4 tests the same p is not enough (0.0039 ≥ 0.0025): not told apart, not equivalent
+    # over 4 tests the same p is not enough (0.00076 ≥ 0.0006): not told apart, not equivalent
     four = decide_axis(
-        EXAMPLE,
+        EXAMPLE4,
         LEVELS,
         "cache",
         "writeback",
