@@ -18,7 +18,7 @@ differences, so its shape is h_D = Σ_s (v_{a,s} + v_{b,s}) / S², and
 
 Without a prior (d₀ = 0, or the cells' variances undetermined) s_D² on J − 1 df, as main_effects.
 
-**The rule.** The level is the look's, α/(k(k+1)) at the k-th look (k = J − 2), divided by the
+**The rule.** The level is the look's (stats/looks.py, at J shared rounds), divided by the
 ``family`` of axis comparisons the caller makes for one answer (Bonferroni: the axis lines add
 tests beside the pairs' own family). Then:
 
@@ -31,8 +31,8 @@ tests beside the pairs' own family). Then:
 
 Worked example (cache writeback a against none b, strata raw and qcow2, 3 rounds, higher is
 better, no prior): raw d = 0.20, 0.25, 0.15; qcow2 d = 0.22, 0.18, 0.20 → D̄ = 0.2, SE = 0.012583
-on 2 df, t = 15.894, p = 0.0039. k = 1: level 0.02/2 = 0.01, family 2 (two axes): 0.005; 0.0039 <
-0.005: decided, writeback 1.22× (1.16–1.29) cache=none. The same with a prior s₀² = 1, d₀ = 4,
+on 2 df, t = 15.894, p = 0.0039, writeback 1.22× (1.16–1.29) cache=none; decided where p is below
+the first look's level over the family (2 axes: half of it). The same with a prior s₀² = 1, d₀ = 4,
 df_resid = 6 and cell variances 0.0005 each (h_D = 4 · 0.0005 / 4 = 0.0005): s_D² = 0.000475,
 s̃_D² = (4 · 0.0005 + 2 · 0.000475)/6 = 0.00049167 on 6 df, SE = 0.012802, t = 15.62, p =
 4.4e-6: decided with more to spare.
