@@ -18,8 +18,7 @@ differences, so its shape is h_D = Σ_s (v_{a,s} + v_{b,s}) / S², and
 
 Without a prior (d₀ = 0, or the cells' variances undetermined) s_D² on J − 1 df, as main_effects.
 
-**The rule.** The level is the look's (stats/looks.py: ℓ* = 0.0024 at α = 0.02 at every look from
-J = 3 to 30 rounds, Pocock's constant boundary; less past 30), divided by the
+**The rule.** The level is the look's (stats/looks.py, at J shared rounds), divided by the
 ``family`` of axis comparisons the caller makes for one answer (Bonferroni: the axis lines add
 tests beside the pairs' own family). Then:
 
@@ -30,15 +29,13 @@ tests beside the pairs' own family). Then:
 * else ``open``: not told apart at this resolution; the interval (at ``confidence``) is what the
   sweep reached.
 
-Worked example (cache writeback a against none b, strata raw and qcow2, higher is better, α =
-0.02, family 2 (two axes): level 0.0024/2 = 0.0012, no prior): 3 rounds with raw d = 0.20, 0.25,
-0.15 and qcow2 d = 0.22, 0.18, 0.20 → D̄ = 0.2, SE = 0.012583 on 2 df, t = 15.894, p = 0.0039 ≥
-0.0012: open. A 4th round (raw 0.15, qcow2 0.17) → D = 0.21, 0.215, 0.175, 0.16, D̄ = 0.19, SE =
-0.013385 on 3 df, t = 14.195, p = 0.00076 < 0.0012: decided, writeback 1.21× (1.16–1.26)
-cache=none; over a family of 4 (level 0.0006) not yet. The 3 rounds with a prior s₀² = 1, d₀ = 4,
+Worked example (cache writeback a against none b, strata raw and qcow2, 3 rounds, higher is
+better, no prior): raw d = 0.20, 0.25, 0.15; qcow2 d = 0.22, 0.18, 0.20 → D̄ = 0.2, SE = 0.012583
+on 2 df, t = 15.894, p = 0.0039, writeback 1.22× (1.16–1.29) cache=none; decided where p is below
+the first look's level over the family (2 axes: half of it). The same with a prior s₀² = 1, d₀ = 4,
 df_resid = 6 and cell variances 0.0005 each (h_D = 4 · 0.0005 / 4 = 0.0005): s_D² = 0.000475,
 s̃_D² = (4 · 0.0005 + 2 · 0.000475)/6 = 0.00049167 on 6 df, SE = 0.012802, t = 15.62, p =
-4.4e-6: decided at the 3rd round.
+4.4e-6: decided with more to spare.
 
 Edge cases: as main_effects (ValueError with fewer than 2 strata or rounds); before the first look
 (J < 3) the level is 0 and nothing is decided or shown equivalent; SE 0 decides exactly."""
