@@ -341,8 +341,8 @@ class NetworkProtocol(ABC):
         """Why Nova's instance-disk settings cannot put a disk on it, where `nova_snippet` names
         none."""
         return (
-            f"Nova attaches {self.title} disks as Cinder volumes (set up by the Cinder volume "
-            "driver: its target and transport options), not by nova.conf's instance-disk settings"
+            f"{self.title} disks are Cinder volumes in Nova (set up by the Cinder volume "
+            "driver: its target and transport options), not nova.conf's instance-disk settings"
         )
 
     def __repr__(self) -> str:

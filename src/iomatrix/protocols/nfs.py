@@ -90,7 +90,7 @@ class Nfs(NetworkProtocol):
         # Nova reaches NFS through the host kernel only: its instances directory on an NFS mount,
         # or a Cinder NFS volume (os-brick mounts the share); nova.conf never names libnfs.
         return (
-            "Nova reaches NFS only through the kernel's client (an NFS mount at its "
+            "Nova mounts NFS with the kernel (an NFS mount at its "
             "instances_path, /var/lib/nova/instances, or Cinder's NFS driver, which mounts the "
             "share); nova.conf has no setting for QEMU's own libnfs client"
         )

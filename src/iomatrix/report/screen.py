@@ -643,7 +643,7 @@ def _short_form(p: Pick, target: str, width: int, one_line: bool = False) -> lis
         # no snippet for this tool: why in its first clause, and what to use instead (issue 70:
         # "not available" alone told the reader nothing); the whole reason in --detail
         why, _, instead = s.note.removeprefix(NOT_AVAILABLE).partition(INSTEAD)
-        instead = f"; instead: {instead.split(' or ')[0]}" if instead else ""
+        instead = f"; use {instead.split(' or ')[0]}" if instead else ""
         return wrap(f"{target}: no snippet: {_first_clause(why)}{instead}", width, "  ")
     if s is None or s.text is None or p.data_step is not None or p.kept_line:
         return whole
