@@ -32,6 +32,7 @@ from iomatrix.report.recommend import (
     answer_of,
     verdict_tier,
 )
+from iomatrix.report.recommend.axis_lines import AxisAnswer, axis_brief, axis_lines
 from iomatrix.report.recommend.change import keep_reason, measured_against_current, not_decided
 from iomatrix.report.recommend.grammar import turned
 from iomatrix.snippets import Snippet, answer_storage_snippet
@@ -87,6 +88,10 @@ class WorkloadGain:
     # `gain` is that configuration over it.
     own: str = ""
     group: str = ""  # the backing group it was answered on (Verdict.group; "" across backings)
+    # status "tied" or "provisional": the interval reached, the property the pick rests on and the
+    # minutes that would settle it, in full and brief (Verdict.unresolved)
+    unresolved: str = ""
+    unresolved_brief: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -201,6 +206,10 @@ class Headline:
     # each role's answer in a few words, for a crowded first screen (report/screen.py): its
     # decision in one line, then its deciding figures in one paragraph (RoleAnswer.brief)
     brief_roles: list[tuple[str, str]] = field(default_factory=list)
+    # Where the sweep varied more than one axis: one line per axis, each decided on its own over
+    # the other axes (report/recommend/axis_lines.py), above the configurations and their snippets
+    axis_lines: list[str] = field(default_factory=list)
+    axis_brief: list[str] = field(default_factory=list)  # one line per axis, a crowded screen's
 
     def baseline_line(self, short: bool = False, brief: bool = False, bare: bool = False) -> str:
         """The headline's line on its baseline, for a platform whose defaults are not QEMU's: its
@@ -254,6 +263,7 @@ class Headline:
             "findings": self.findings,
             "baseline": {**self.baseline, "line": self.baseline_line() or None},
             **({"trade_offs": self.trade_offs} if self.trade_offs else {}),
+            **({"axes": self.axis_lines} if self.axis_lines else {}),
             **({"guests": self.guests} if self.guests else {}),
         }
 
@@ -365,7 +375,18 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
         guests=guest_lines(rec.guests),
         brief_findings=rec.brief_findings,
         brief_roles=_brief_roles(rec, names),
+        axis_lines=axis_lines(_axis_answers(ranked)),
+        axis_brief=axis_brief(_axis_answers(ranked)),
     )
+
+
+def _axis_answers(ranked: list[Verdict]) -> list[AxisAnswer]:
+    """The answers' axes decided on their own, where one answer spans the sweep: an answer per
+    backing (shared storage, report/per_backing.py) compares backings whose axes are nested, not
+    crossed (a LUN's cache exists on iSCSI only), and has its groups' own lines."""
+    if any(v.group for v in ranked):
+        return []
+    return [a for v in ranked for a in v.axis_answers]
 
 
 def _brief_roles(rec: Recommendation, names: CellNames) -> list[tuple[str, str]]:
@@ -411,7 +432,7 @@ def trade_off_lines(configs: list[GroupConfig], names: CellNames) -> list[str]:
             out.append(
                 f"on {c.group}, the answers differ ({each}) and are not settled enough "
                 "to tell whether one "
-                "configuration serves them all: more rounds would"
+                "configuration serves them all: more time would"
             )
     return out
 
@@ -461,6 +482,8 @@ def _answer(
             kept=shown.choice.kept,
             alternatives=tuple(shown.alternatives),
             group=v.group,
+            unresolved=v.unresolved[0],
+            unresolved_brief=v.unresolved[1],
         )
     )
 
@@ -518,6 +541,8 @@ def _named_gain(
     return replace(
         _named_current(wg, names, current),
         kept=names.rename(wg.kept),
+        unresolved=names.rename(wg.unresolved),
+        unresolved_brief=names.rename(wg.unresolved_brief),
         alternatives=tuple(
             replace(a, against=names.of(a.label)) for a in wg.alternatives if a.label is not None
         ),
