@@ -372,6 +372,13 @@ def test_the_data_step_stands_next_to_the_snippet_on_the_first_screen(tmp_path: 
         '<target dev="sda" bus="scsi" />' in detail
         and "kept as you have it: aio=io_uring" in detail
     )
+    # what virt-xml's title promises (issue 70): --detail's answer shows the edited <disk> whole
+    # right after the virt-xml line
+    whole = headline_text(headline(rec, "host", "libvirt"), 100, fit=False)
+    assert "the edited XML: --detail" in whole
+    after = whole.split("virt-xml web1 --edit target=sda", 1)[1]
+    assert "the same edit whole: libvirt domain XML" in after, whole
+    assert '<target dev="sda" bus="scsi" />' in after, whole
 
 
 def test_a_value_qemu_refuses_beside_the_measured_one_changes_and_says_why() -> None:

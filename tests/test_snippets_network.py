@@ -353,7 +353,7 @@ def test_proxmox_nfs_says_its_kernel_mount_was_not_measured_and_its_risks() -> N
     )
     assert (
         "it measured QEMU's own libnfs client" in note
-        and "the risk lines above are libnfs's" in note
+        and "the figures above are libnfs's and the answer's risk lines the kernel mount's" in note
     )
     assert "writes also sit in this host's page cache until the guest flushes" in note
     assert "nfs(5) warns that a soft timeout can cause silent data corruption" in note

@@ -418,7 +418,7 @@ def _existing_disk_snippets(
     out.append(
         _proxmox_existing_snippet(cfg, current, changed)
         if disk.tool == "proxmox"
-        else proxmox_snippet(cfg)
+        else proxmox_snippet(cfg, varied=varied)
     )
     out += [virt_install_snippet(cfg, path), nova_snippet(cfg)]
     # The data step first: every configuration after it points at the copy it makes.
@@ -492,10 +492,11 @@ def snippets_for(
     """Every tool's snippet for `cfg`: for a new disk at `path` (a default path when None), or,
     where `current` names the user's existing disk (--current), changing that disk with its data
     kept: with `varied` (the axes the sweep varied for this answer) only those, the others as the
-    user has them."""
+    user has them. A new disk's Proxmox drive (qm set VMID --scsi0 STORAGE:SIZE) sets only `varied`
+    too, the rest left at Proxmox's defaults (proxmox.new_drive, issue 70); None: every axis."""
     # a disk served over the network: its storage is configured with it
     if cfg.protocol is not None:
-        return network_snippets(cfg, path)
+        return network_snippets(cfg, path, varied)
     if (
         current is not None
         and current.disk is not None
@@ -509,7 +510,7 @@ def snippets_for(
             libvirt_snippet(cfg, path),
             *([eatmydata_wrapper_snippet()] if cfg.modifier == Modifier.EATMYDATA else []),
             qemu_snippet(cfg, path),
-            proxmox_snippet(cfg),
+            proxmox_snippet(cfg, varied=varied),
             virt_install_snippet(cfg, path),
             nova_snippet(cfg),
             qemu_img_snippet(cfg, path),

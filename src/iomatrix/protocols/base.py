@@ -106,6 +106,10 @@ class NetworkProtocol(ABC):
     # Proxmox storage types (storage.cfg) a disk of this protocol is on: its volumes are read by
     # its reader's `proxmox` (vmconfig/network.py read_proxmox_volume).
     proxmox_types: ClassVar[tuple[str, ...]] = ()
+    # Whether Proxmox's storage of it is always the host kernel's client (an nfs storage is a kernel
+    # mount under /mnt/pve), whatever client a cell measured: its Proxmox snippet's risks are then
+    # the kernel client's (report/recommend/risks.py target_risks).
+    proxmox_kernel_mount: ClassVar[bool] = False
     # Whether Proxmox's storage of it holds raw disks only (a LUN, an RBD image), and why not
     # another format.
     proxmox_raw_only: ClassVar[str | None] = None
@@ -337,9 +341,8 @@ class NetworkProtocol(ABC):
         """Why Nova's instance-disk settings cannot put a disk on it, where `nova_snippet` names
         none."""
         return (
-            f"Nova attaches {self.title} disks as Cinder volumes, set up by the Cinder volume "
-            "driver (its "
-            "target and transport options), not by nova.conf's instance-disk settings"
+            f"{self.title} disks are Cinder volumes in Nova (set up by the Cinder volume "
+            "driver: its target and transport options), not nova.conf's instance-disk settings"
         )
 
     def __repr__(self) -> str:

@@ -79,11 +79,21 @@ class Nfs(NetworkProtocol):
     kernel_probe = "iomatrix.backing.nfs:probe_kernel_client"
     kernel_fs_types: ClassVar[tuple[str, ...]] = (NAME, "nfs4")
     proxmox_types: ClassVar[tuple[str, ...]] = (NAME,)
+    proxmox_kernel_mount = True
     rtt_unavailable = (
         "rtt is emulated by a relay between client and server; QEMU's nfs driver has no port "
         "option (libnfs asks the server's portmapper), so no relay can be put between them: "
         "iSCSI only"
     )
+
+    def nova_unavailable(self) -> str:
+        # Nova reaches NFS through the host kernel only: its instances directory on an NFS mount,
+        # or a Cinder NFS volume (os-brick mounts the share); nova.conf never names libnfs.
+        return (
+            "Nova mounts NFS with the kernel (an NFS mount at its "
+            "instances_path, /var/lib/nova/instances, or Cinder's NFS driver, which mounts the "
+            "share); nova.conf has no setting for QEMU's own libnfs client"
+        )
 
     def url(self, place: NetworkPlace, fmt: str) -> str:
         return f"nfs://{place.host}{place.nfs_file(fmt)}"
@@ -174,10 +184,9 @@ class Nfs(NetworkProtocol):
                 "Proxmox's nfs storage is a kernel NFS mount (under /mnt/pve/ID), which "
                 "iomatrix did "
                 "not measure: it measured QEMU's own libnfs client, which Proxmox does "
-                "not use, so the "
-                "figures and the risk lines above are libnfs's (measure "
-                "nfs_client=kernel where the "
-                f"host has one); {KERNEL_MOUNT_RISK}"
+                "not use, so the figures above are libnfs's and the answer's risk lines the "
+                "kernel mount's, documented (measure nfs_client=kernel where the host has "
+                f"one); {KERNEL_MOUNT_RISK}"
             )
         return [
             mount,

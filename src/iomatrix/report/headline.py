@@ -121,6 +121,9 @@ class Pick:
     # answer sets, the LUN's write cache), where the configuration has a snippet of them beside the
     # VM tool's (snippets.answer_storage_snippet); every whole snippet is in --detail.
     storage: Snippet | None = None
+    # The whole form a shorter snippet stands for (SHORTER_FORM: the edited <disk> XML virt-xml's
+    # one line writes), which --detail shows after it, as the shorter one's title says (issue 70).
+    longer: Snippet | None = None
     # False when no workload's answer is settled: the pick is the tie-break's among cells the data
     # cannot separate yet, named as the tie-break's pick, not as the configuration to use, nor as
     # the leader (the ranking's leader is the best by centre, which the pick need not be).
@@ -604,7 +607,7 @@ def _keep_unless_decided(picks: list[Pick], names: CellNames) -> None:
     for p in picks:
         p.candidate, p.name, p.config = p.name, names.of(current), current
         p.keep_why = keep_reason(p.candidate, undecided)
-        p.snippet = p.storage = p.data_step = None
+        p.snippet = p.storage = p.data_step = p.longer = None
         p.kept_line, p.risks = "", []
         # what else the candidate was compared with is about a change not made: --detail
         p.gains = [replace(wg, alternatives=()) for wg in p.gains]
@@ -680,6 +683,25 @@ def _risk_text(r: RiskStatement, cell: str) -> str:
     return f"with lun_write_cache={wc}, measured: {r.text.removeprefix(TARGET_SHORT_NAME + ': ')}"
 
 
+# How vmconfig.config._not_available begins the note of a tool that cannot hold the configuration,
+# and how the headline adds what to use instead.
+NOT_AVAILABLE = "not available"
+INSTEAD = "; instead, the measured disk: "
+
+
+def _with_instead(snippet: Snippet, snippets: list[Snippet], target: str) -> Snippet:
+    """A "not available" snippet with what to use instead (issue 70: shared-storage's --target nova
+    said "not available" and nothing more): the other VM tools that do have one, by their
+    --target; any other snippet as it is."""
+    if snippet.text is not None or not snippet.note.startswith(NOT_AVAILABLE):
+        return snippet
+    others = [t for t in TARGETS if t != target and any(s.tool == t and s.text for s in snippets)]
+    if not others:
+        return snippet
+    instead = " or ".join(f"--target {t}" for t in others[:2])
+    return replace(snippet, note=f"{snippet.note}{INSTEAD}{instead}")
+
+
 def _pick(v: Verdict, target: str, settled: bool = True, varied: tuple[str, ...] = ()) -> Pick:
     """The configuration `v` answers with: its snippet for `target`, the storage's settings the
     answer sets (`varied`: the axes the sweep chose among), its risks."""
@@ -692,10 +714,15 @@ def _pick(v: Verdict, target: str, settled: bool = True, varied: tuple[str, ...]
         snippet = next((s for s in v.snippets.snippets if s.tool == target), None)
         # The shorter form of the same edit where there is one (virt-xml for the user's <disk>; the
         # XML: --detail).
-        snippet = next(
+        shorter = next(
             (s for s in v.snippets.snippets if s.tool in SHORTER_FORM.get(target, ()) and s.text),
-            snippet,
+            None,
         )
+        if shorter is not None:
+            extra["longer"] = snippet if snippet is not None and snippet.text else None
+            snippet = shorter
+        if snippet is not None:
+            snippet = _with_instead(snippet, v.snippets.snippets, target)
         storage = next(
             (s for s in v.snippets.snippets if s.summary and s.tool != target and s is not snippet),
             None,
@@ -706,10 +733,12 @@ def _pick(v: Verdict, target: str, settled: bool = True, varied: tuple[str, ...]
             else None
         )
         data_step = v.snippets.data_step() if target in DATA_STEP_TARGETS else None
-        extra = {"data_step": data_step, "kept_line": v.snippets.kept}
+        extra |= {"data_step": data_step, "kept_line": v.snippets.kept}
+    # the risks of the storage path the snippet shown sets up (issue 70: Proxmox's nfs storage is
+    # a kernel mount, whatever client was measured)
     risks = [
         (HEADLINE_SITUATIONS[r.situation], _risk_text(r, v.choice.cell), r.basis)
-        for r in v.risks
+        for r in v.target_risks.get(target, v.risks)
         if r.situation in HEADLINE_SITUATIONS
     ]
     return Pick(

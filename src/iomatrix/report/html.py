@@ -31,6 +31,7 @@ from iomatrix.report.figures import BOUNDED_NOTE, ci_text, ratio_text
 from iomatrix.report.fleet_render import fleet_html
 from iomatrix.report.headline import DEFAULT_TARGET, headline
 from iomatrix.report.history_chart import history_sections
+from iomatrix.report.html_tables import labelled_tables
 from iomatrix.report.objective import Objective, objective_line, objective_metric
 from iomatrix.report.query import (
     CellWorkload,
@@ -489,7 +490,8 @@ def render_report(
     fleet, fleet_sections = fleet_html(store, group=fleet_group, objective=objective, **rank_kw)
     extras += fleet_sections
     extras += history_sections(store)
-    return (
+    # on a phone each table's row stacks its cells under their column's names (html_tables.py)
+    return labelled_tables(
         _env()
         .get_template("report.html.j2")
         .render(

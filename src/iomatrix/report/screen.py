@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from iomatrix.report.figures import ratio_text
-from iomatrix.report.headline import TARGETS, Headline, Pick, WorkloadGain
+from iomatrix.report.headline import INSTEAD, TARGETS, Headline, Pick, WorkloadGain
 from iomatrix.report.objective import Objective, objective_line
 from iomatrix.report.recommend import DOCUMENTED
 from iomatrix.report.recommend.grammar import versus
@@ -24,6 +24,7 @@ from iomatrix.report.short_forms import (
     _qemu_set,
     _settings,
     _short_ini,
+    sets_line,
 )
 from iomatrix.stats import RatioCI
 from iomatrix.ui import cut_long
@@ -494,11 +495,14 @@ def _config_parts(
     for picks, parts in sorted(served.items(), key=lambda kv: (kv[0] == everyone, kv[0])):
         if len(served) > 1:
             label = wrap(f"{_served(h, picks, everyone)}:", width)
-            alone = len(parts[0].short) == 1 and len(label) == 1
-            one = f"{label[0]} {parts[0].short[0].strip()}" if alone else ""
+            # one line, or a heading line over its settings (ceph.conf [client]: and its lines)
+            short = parts[0].short
+            alone = len(label) == 1 and (len(short) == 1 or short[0].rstrip().endswith(":"))
+            one = f"{label[0]} {short[0].strip()}" if alone else ""
             if dense >= 2 and alone and len(one) <= width:
                 # the backings' label and their first setting in one line: "on rbd: ceph.conf …"
-                out += [_Part(label + parts[0].whole, [one], parts[0].priority), *parts[1:]]
+                merged = [one, *short[1:]]
+                out += [_Part(label + parts[0].whole, merged, parts[0].priority), *parts[1:]]
                 continue
             out.append(_Part(label, label, -1))
         out += parts
@@ -542,6 +546,10 @@ def _pick_parts(
         s = p.storage
         # the whole one: --detail, as the screen's last line says
         short = wrap(s.summary, width, "  ")
+        if s.language == "ini" and not markdown:
+            # a config file's section, as the file holds it: its settings one per line under it,
+            # never joined by commas into a line no file has (issue 70: ceph.conf's [client])
+            short = _ini_section(s.summary, s.text, width)
         whole = [
             *wrap(f"{s.tool}: {s.title}; the rest: --detail", width, "  "),
             *(
@@ -567,6 +575,21 @@ def _pick_parts(
         key = "\n".join(short if dense >= 2 else whole)
         out.append((("snippet", key), _Part(whole, short, 1)))
     return out
+
+
+def _ini_section(summary: str, text: str, width: int) -> list[str]:
+    """A crowded screen's form of a one-section INI snippet (ceph.conf's [client] lines): the file
+    and section named in one line ("ceph.conf [client]:", the summary's head), its settings one per
+    line under it as the file holds them; the whole text (the section line too) where it has more
+    than one section or no summary to name it by."""
+    lines = text.splitlines()
+    head = summary.partition(":")[0]
+    sections = [line for line in lines if line.startswith("[")]
+    if not head or sections != lines[:1] or not head.endswith(lines[0]):
+        return code_lines(text, "ini", width, "    ")
+    if len(lines) == 2:  # one setting: on the section's line, still one setting to a line
+        return wrap(f"{head}: {lines[1]}", width, "  ")
+    return [*wrap(f"{head}:", width, "  "), *code_lines("\n".join(lines[1:]), "ini", width, "    ")]
 
 
 def _risk_names(h: Headline) -> str:
@@ -612,8 +635,9 @@ def _risk_part(risks: list[tuple[str, str, str]], width: int, squeeze: bool) -> 
 
 def _short_snippet(p: Pick, target: str, width: int, one_line: bool = False) -> list[str]:
     """_short_form, or where a line of it is wider than `width` (a shell word cannot be broken: a
-    `qm set` or `virt-install --disk` line of 100 columns at 80), the options the answer sets in one
-    wrapped line: "proxmox: format=raw,cache=none,aio=threads,…" (the snippet whole: --detail)."""
+    `qm set` or `virt-install --disk` line of 100 columns at 80), the options the answer sets said
+    in a line: "proxmox: format=raw, cache=none (whole: --detail)" (never the
+    tool's line cut short, issue 70)."""
     short = _short_form(p, target, width, one_line)
     s = p.snippet
     if all(len(line) <= width for line in short) or s is None or s.text is None:
@@ -621,7 +645,7 @@ def _short_snippet(p: Pick, target: str, width: int, one_line: bool = False) -> 
     if p.data_step is not None or p.kept_line:  # --current's steps are never summarised
         return short
     settings = _qemu_set(s.text) if s.tool == "qemu" else _settings(s.text)
-    return wrap(f"{target}: {settings},…", width, "  ") if settings else short
+    return sets_line(target, settings, width) if settings else short
 
 
 def _short_form(p: Pick, target: str, width: int, one_line: bool = False) -> list[str]:
@@ -632,13 +656,16 @@ def _short_form(p: Pick, target: str, width: int, one_line: bool = False) -> lis
     s = p.snippet
     whole = _pick_snippet_lines(p, target, width, False)
     if s is not None and s.text is None and p.data_step is None and not p.kept_line:
-        # no snippet for this tool: why, in its first clause (the whole note in --detail)
-        return wrap(f"{target}: no snippet: {_first_clause(s.note)}", width, "  ")
+        # no snippet for this tool: why in its first clause, and what to use instead (issue 70:
+        # "not available" alone told the reader nothing); the whole reason in --detail
+        why, _, instead = s.note.removeprefix(NOT_AVAILABLE).partition(INSTEAD)
+        instead = f"; use {instead.split(' or ')[0]}" if instead else ""
+        return wrap(f"{target}: no snippet: {_first_clause(why)}{instead}", width, "  ")
     if s is None or s.text is None or p.data_step is not None or p.kept_line:
         return whole
     if one_line and s.tool != "qemu" and (settings := _settings(s.text)):
         # a crowded screen: what the tool's snippet sets, in one line (the snippet: --detail)
-        return wrap(f"{target}: {settings},…", width, "  ")
+        return sets_line(target, settings, width)
     if s.language != "xml":
         return _short_command(s, target, width, one_line) or _short_ini(s, target, width) or whole
     driver = next(
@@ -651,6 +678,8 @@ def _short_form(p: Pick, target: str, width: int, one_line: bool = False) -> lis
     return wrap(f"{target} ({DRIVER_WHERE}): {driver}", width, "  ")
 
 
+# How vmconfig.config._not_available begins a note: the screen says "no snippet:" itself.
+NOT_AVAILABLE = "not available: "
 # Where a crowded screen's <driver> short form goes (libvirt's whole form: "virsh edit VM: replace
 # the <disk> element").
 DRIVER_WHERE = "virsh edit VM, the <disk>'s <driver>"
@@ -661,10 +690,9 @@ def _short_command(s: Snippet, target: str, width: int, one_line: bool = False) 
     entry by name and its `qm` commands whole; [] for any other tool (never cut)."""
     assert s.text is not None
     if s.language == "sh" and s.tool == "qemu" and one_line and (options := _qemu_set(s.text)):
-        return wrap(f"{target}: {options},…", width, "  ")
+        return sets_line(target, options, width)
     if s.language == "sh" and s.tool == "qemu" and (options := _qemu_options(s.text)):
-        # whole in --detail, as the screen's last line says
-        return wrap(f"{target}: {options}", width, "  ")
+        return wrap(f"{target}: {options} (whole command line: --detail)", width, "  ")
     commands = _commands(s.text, "qm ")
     if s.tool != "proxmox" or not commands:
         return []
@@ -694,6 +722,11 @@ def _pick_snippet_lines(
         else:
             out += _pick_code(p.snippet, "", width, markdown)
             out += wrap(p.snippet.note, width, "    ") if notes and p.snippet.note else []
+        if notes and p.longer is not None and p.longer.text is not None:
+            # what the shorter snippet's title promises --detail shows (virt-xml's edited <disk>)
+            out += wrap(f"{target}, the same edit whole: {p.longer.title}", width, "  ")
+            out += _pick_code(p.longer, "", width, markdown)
+            out += wrap(p.longer.note, width, "    ") if p.longer.note else []
     if p.kept_line:
         out += wrap(p.kept_line, width, "  ")
     return out

@@ -1,6 +1,8 @@
 """The short forms of a VM tool's snippet that a crowded first screen prints (report/screen.py): the
-options the answer sets, a nova.conf's settings in one line, a shell snippet's commands with their
-continuations. Text in, text out."""
+options the answer sets said as a sentence with where the whole snippet is, an INI snippet's
+settings one per line under their section, a shell snippet's commands with their continuations.
+Never a snippet cut short (issue 70: no "…" in a snippet): what is shown is whole, or is prose that
+names what the snippet sets and says where it is. Text in, text out."""
 
 from __future__ import annotations
 
@@ -17,20 +19,35 @@ def wrap_one(text: str, width: int) -> list[str]:
     """`text` wrapped as report/screen.py's `wrap` with a two-space indent (never split inside a
     word)."""
     return textwrap.wrap(
-        text, width, initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False
+        text,
+        width,
+        initial_indent="  ",
+        subsequent_indent="    ",
+        break_on_hyphens=False,
+        break_long_words=False,
     ) or ["  "]
 
 
+def sets_line(target: str, settings: str, width: int) -> list[str]:
+    """A crowded screen's stand-in for a snippet it has no room for: what `target`'s snippet sets
+    (`settings`: "k=v,k=v", as _settings or _qemu_set give them) and where the whole snippet is:
+    "proxmox: format=raw, cache=none (whole: --detail)". A list of settings, never the tool's own
+    line cut short, so nothing on the screen reads as pasteable and is not."""
+    listed = ", ".join(o for o in settings.split(",") if o)
+    return wrap_one(f"{target}: {listed} (whole: --detail)", width)
+
+
 def _short_ini(s: Snippet, target: str, width: int) -> list[str]:
-    """An INI snippet's (nova.conf's) settings in one wrapped line: "nova: [libvirt]
-    disk_cachemodes = file=none, images_type = raw, …" (its comments and the rest: --detail); []
-    for any other snippet."""
+    """An INI snippet's (nova.conf's) settings in one wrapped line under their section's name, and
+    where the whole file part is: "nova: [libvirt] disk_cachemodes = file=none; images_type = raw
+    (whole, with its comments: --detail)"; [] for any other snippet."""
     assert s.text is not None
     settings = re.findall(r"^(\w+ = \S+)$", s.text, flags=re.M)
     sections = re.findall(r"^\[\w+\]$", s.text, flags=re.M)
     if s.language != "ini" or not settings:
         return []
-    return wrap_one(f"{target}: {' '.join(sections)} {', '.join(settings)}, …", width)
+    said = f"{' '.join(sections)} {'; '.join(settings)}"
+    return wrap_one(f"{target}: {said} (whole, with its comments: --detail)", width)
 
 
 def _commands(text: str, start: str) -> list[str]:
@@ -89,9 +106,10 @@ def _qemu_set(text: str) -> str:
 
 
 def _qemu_options(text: str) -> str:
-    """A QEMU command line's -blockdev/-drive/-device arguments with only the options an answer
-    sets, the rest elided ("…"): "-blockdev driver=raw,cache.direct=on,cache.no-flush=off,… -device
-    virtio-blk-pci,write-cache=on,…"; "" when the text has none of those arguments."""
+    """What a QEMU command line's -blockdev/-drive/-device arguments set of the options an answer
+    sets, said per argument (the rest of each, node names and the path, left out: the whole command
+    line is in --detail): "-blockdev driver=raw, cache.direct=on, cache.no-flush=off; -device
+    virtio-blk-pci, write-cache=on"; "" when the text has none of those arguments."""
     words = text.replace("\\\n", "").split()
     out = []
     for flag, arg in pairwise(words):
@@ -101,5 +119,5 @@ def _qemu_options(text: str) -> str:
         kept = [o for o in opts if o.split("=", 1)[0] in _ANSWER_OPTIONS]
         if flag == "-device":  # the device model first: it has no key
             kept = [opts[0], *kept]
-        out.append(f"{flag} {','.join(kept)}{',…' if len(kept) < len(opts) else ''}")
-    return " ".join(out)
+        out.append(f"{flag} {', '.join(kept)}")
+    return "; ".join(out)

@@ -24,7 +24,6 @@ from iomatrix.vmconfig.config import (
     Snippet,
     SnippetSet,
     _not_available,
-    measured_defaults,
     shell_command,
 )
 from iomatrix.vmconfig.libvirt import libvirt_snippet, virt_install_snippet
@@ -33,13 +32,11 @@ from iomatrix.vmconfig.nova import (
     nova_snippet,
 )
 from iomatrix.vmconfig.proxmox import (
-    PROXMOX_DISK_KEY,
     PROXMOX_IMAGE_FILE_KEYS,
     PROXMOX_SCSIHW,
-    PROXMOX_STORAGE_KEYS,
     _proxmox_device_unavailable,
-    _proxmox_drive_options,
     _proxmox_options,
+    new_drive,
 )
 from iomatrix.vmconfig.qemu import qemu_img_snippet, qemu_snippet
 
@@ -85,9 +82,10 @@ def proxmox_network_snippet(
     axis_notes: list[str],
     vmid: str = "VMID",
     size_gib: int = DEFAULT_SIZE_GIB,
+    varied: Collection[str] | None = None,
 ) -> Snippet:
     """The storage.cfg entry of the network storage (iscsidirect, iscsi, nfs, rbd) and the VM's disk
-    line on it."""
+    line on it (`varied`: only those axes set on the drive, proxmox.new_drive)."""
     assert cfg.protocol is not None
     network = protocol(cfg.protocol)
     title = "Proxmox VE (/etc/pve/storage.cfg and qm set)"
@@ -99,30 +97,30 @@ def proxmox_network_snippet(
         return Snippet(
             "proxmox", title, None, _not_available([network.proxmox_raw_only.format(kind=kind)])
         )
+    new = new_drive(cfg, opts, varied)
     drive = [
         kv
-        for kv in _proxmox_drive_options(opts)
+        for kv in new.options
         if kv[0] not in NETWORK_SKIPPED_KEYS["proxmox"] or not cfg.userspace_client
     ]
     if network.is_volume:
         # the LUN or image is the disk
         drive = [kv for kv in drive if kv[0] not in PROXMOX_IMAGE_FILE_KEYS]
-    drive += measured_defaults("proxmox", dict(drive))
     # a property of the storage (preallocation of new images), written in its entry
     if not network.is_volume:
-        entry += "".join(f"\n\t{k} {v}" for k, v in opts if k in PROXMOX_STORAGE_KEYS)
+        entry += "".join(f"\n\t{k} {v}" for k, v in new.storage)
     volume = network.proxmox_volume(kind, sid, place, size_gib)
     cmd = f"qm set {vmid}"
-    if cfg.bus in PROXMOX_SCSIHW:
+    if cfg.bus in PROXMOX_SCSIHW and new.scsihw:
         cmd += f" --scsihw {PROXMOX_SCSIHW[cfg.bus]}"
     line = shell_command(
         [
             *cmd.split(),
-            f"--{dict(opts)[PROXMOX_DISK_KEY]}0",
+            f"--{new.prefix}0",
             ",".join([volume, *(f"{k}={v}" for k, v in drive)]),
         ]
     )
-    text = f"# /etc/pve/storage.cfg (or pvesm add {kind} {sid} …)\n{entry}\n\n{line}"
+    text = f"# /etc/pve/storage.cfg (or the same with pvesm add {kind} {sid})\n{entry}\n\n{line}"
     notes = [
         f"replace the placeholder addresses ({place.host}, "
         f"{network.proxmox_placeholder(place)}) with "
@@ -131,6 +129,7 @@ def proxmox_network_snippet(
     notes += network.proxmox_notes(cfg.values, kind, place)
     notes += [n for n in network_notes(cfg) if "tgt" in n]
     notes += axis_notes
+    notes += [new.left_note()] if new.left else []
     return Snippet("proxmox", title, text, "; ".join(notes))
 
 
@@ -158,7 +157,7 @@ def _with_notes(snippet: Snippet, notes: list[str]) -> Snippet:
     return replace(snippet, note="; ".join(filter(None, (snippet.note, *notes))))
 
 
-def _proxmox(cfg: DiskConfig) -> Snippet:
+def _proxmox(cfg: DiskConfig, varied: Collection[str] | None = None) -> Snippet:
     opts, axis_notes, unavailable = _proxmox_options(cfg)
     unavailable += _proxmox_device_unavailable(cfg)
     if unavailable:
@@ -168,7 +167,7 @@ def _proxmox(cfg: DiskConfig) -> Snippet:
             None,
             _not_available(unavailable),
         )
-    return proxmox_network_snippet(cfg, opts, axis_notes)
+    return proxmox_network_snippet(cfg, opts, axis_notes, varied=varied)
 
 
 def _virt_install(cfg: DiskConfig, path: str | None) -> Snippet:
@@ -182,7 +181,8 @@ def _virt_install(cfg: DiskConfig, path: str | None) -> Snippet:
                 [
                     f"{protocol(cfg.protocol).named} network disk (QEMU's own client) is "
                     "written as the libvirt XML "
-                    "above: virt-install … --import, then virsh edit VM to put that <disk> in"
+                    "above: virt-install --import without this disk, then virsh edit VM to "
+                    "put that <disk> in"
                 ]
             ),
         )
@@ -200,9 +200,12 @@ def _nova(cfg: DiskConfig) -> Snippet:
     )
 
 
-def network_snippets(cfg: DiskConfig, path: str | None = None) -> SnippetSet:
+def network_snippets(
+    cfg: DiskConfig, path: str | None = None, varied: Collection[str] | None = None
+) -> SnippetSet:
     """Every tool's snippet for a new disk of `cfg` on its network storage (cfg.protocol), tgt's for
-    an iSCSI LUN, and ceph.conf's [client] lines and `rbd create` for an RBD image."""
+    an iSCSI LUN, and ceph.conf's [client] lines and `rbd create` for an RBD image (`varied`: the
+    axes the sweep measured, the only ones Proxmox's new drive sets, proxmox.new_drive)."""
     notes = network_notes(cfg)
     return SnippetSet(
         cfg,
@@ -210,7 +213,7 @@ def network_snippets(cfg: DiskConfig, path: str | None = None) -> SnippetSet:
             _with_notes(libvirt_snippet(cfg, path), [*notes, *libvirt_auth_note(cfg)]),
             libvirt_pool_snippet(cfg),
             _with_notes(qemu_snippet(cfg, path), notes),
-            _proxmox(cfg),
+            _proxmox(cfg, varied),
             _virt_install(cfg, path),
             _nova(cfg),
             qemu_img_snippet(cfg, path),

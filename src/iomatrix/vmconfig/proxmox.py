@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 
 from iomatrix.domain import (
@@ -97,37 +99,109 @@ def proxmox_drive_value(
     return ",".join([f"{storage}:{size_gib}", *(f"{k}={v}" for k, v in drive)])
 
 
+# Where a new disk goes when the sweep did not measure the bus: Proxmox VE's own default for a new
+# VM's disk (scsi0, its web interface's), on whatever SCSI controller the VM has.
+PROXMOX_DEFAULT_DISK_KEY = "scsi"
+
+
+@dataclass(frozen=True)
+class NewDrive:
+    """What a new disk's `qm set` line writes: the drive key's bus (`prefix`), the drive's options,
+    whether the controller (--scsihw) is set, the storage's own options (`pvesm set`), and the axes
+    left at Proxmox's own defaults."""
+
+    prefix: str
+    options: Pairs
+    scsihw: bool
+    storage: Pairs
+    left: tuple[str, ...] = ()
+
+    def left_note(self) -> str:
+        """The note naming what was left at Proxmox's defaults ('' when nothing was)."""
+        if not self.left:
+            return ""
+        where = (
+            f" (the disk goes on {PROXMOX_DEFAULT_DISK_KEY}0, the VM's own SCSI controller)"
+            if not self.scsihw
+            else ""
+        )
+        return (
+            f"not measured by this sweep, so left at Proxmox's defaults: {', '.join(self.left)}"
+            f"{where}"
+        )
+
+
+def new_drive(cfg: DiskConfig, opts: Pairs, varied: Collection[str] | None) -> NewDrive:
+    """A new disk's drive (`opts`: every axis's Proxmox options of `cfg`). With `varied` (the axes
+    the sweep measured at more than one value for the answer), only those axes' options are
+    written and the rest, discard and zero detection too, are left at Proxmox's own defaults, as
+    --current leaves them at the user's (vmconfig/keeping.py; issue 70: the quick plan's answer
+    moved the disk to virtio0 and set aio=threads, which it ran at one value only); None: every
+    axis as measured."""
+    drive = _proxmox_drive_options(opts)
+    written = measured_defaults("proxmox", dict(drive))
+    storage = _partition(opts, PROXMOX_STORAGE_KEYS.__contains__)[0]
+    if varied is None:
+        return NewDrive(dict(opts)[PROXMOX_DISK_KEY], drive + written, True, storage)
+    skip = PROXMOX_IMAGE_FILE_KEYS if cfg.backing == BackingKind.BLOCK else ()
+    values = cfg.axis_values()
+
+    def spelled(names: Collection[str]) -> set[str]:
+        chosen = {k: v for k, v in values.items() if k in names}
+        return {k for k, _ in axes.tool_options(chosen, "proxmox", skip_keys=skip)[0]}
+
+    keys = spelled(varied)
+    left = [a for a in values if a not in varied and spelled([a])]
+    left += [{"detect_zeroes": "zero detection"}.get(k, k) for k, _ in written]
+    bus = "bus" in varied
+    return NewDrive(
+        dict(opts)[PROXMOX_DISK_KEY] if bus else PROXMOX_DEFAULT_DISK_KEY,
+        [kv for kv in drive if kv[0] in keys],
+        bus,
+        [kv for kv in storage if kv[0] in keys],
+        tuple(left),
+    )
+
+
 def proxmox_snippet(
-    cfg: DiskConfig, vmid: str = "VMID", storage: str = "STORAGE", size_gib: int = DEFAULT_SIZE_GIB
+    cfg: DiskConfig,
+    vmid: str = "VMID",
+    storage: str = "STORAGE",
+    size_gib: int = DEFAULT_SIZE_GIB,
+    varied: Collection[str] | None = None,
 ) -> Snippet:
+    """`qm set` of a new disk of `cfg` (`varied`: only those axes set, new_drive)."""
     title = "Proxmox VE (qm set)"
     opts, axis_notes, unavailable = _proxmox_options(cfg)
     unavailable += _proxmox_device_unavailable(cfg)
     if unavailable:
         return Snippet("proxmox", title, None, _not_available(unavailable))
+    drive = new_drive(cfg, opts, varied)
     cmd = f"qm set {vmid}"
-    if cfg.bus in PROXMOX_SCSIHW:
+    if cfg.bus in PROXMOX_SCSIHW and drive.scsihw:
         # the controller measured; Proxmox's default may be LSI
         cmd += f" --scsihw {PROXMOX_SCSIHW[cfg.bus]}"
     cmd = shell_command(
         [
             *cmd.split(),
-            f"--{dict(opts)[PROXMOX_DISK_KEY]}0",
-            proxmox_drive_value(cfg, storage, size_gib),
+            f"--{drive.prefix}0",
+            ",".join([f"{storage}:{size_gib}", *(f"{k}={v}" for k, v in drive.options)]),
         ]
     )
-    measured = dict(measured_defaults("proxmox", dict(_proxmox_drive_options(opts))))
+    measured = dict(drive.options)
     notes = [
         "STORAGE:SIZE allocates a new volume of SIZE GiB; use an existing volume id to "
         "reconfigure a disk"
     ]
-    if "detect_zeroes" in measured:
+    if drive.left:
+        notes.append(drive.left_note())
+    if measured.get("detect_zeroes") == "0":
         notes.append(
             "detect_zeroes=0 because Proxmox turns QEMU's zero detection on by default "
             "and iomatrix "
             "measured it off"
         )
-    if "discard" in measured:
+    if "discard" in measured or "discard" in drive.left:
         notes.append("discard=on (guest TRIM frees thin storage) is an option, not measured here")
     notes += axis_notes
     if cfg.modifier == Modifier.EATMYDATA:
@@ -135,7 +209,7 @@ def proxmox_snippet(
             "eatmydata cannot be expressed: Proxmox starts QEMU itself and has no per-VM wrapper "
             "(only a host-wide replacement of /usr/bin/kvm would do, for every VM)"
         )
-    if on_storage := _partition(opts, PROXMOX_STORAGE_KEYS.__contains__)[0]:
+    if on_storage := drive.storage:
         cmd += f"\npvesm set {storage}" + "".join(f" --{k} {v}" for k, v in on_storage)
         notes.append(
             f"{', '.join(k for k, _ in on_storage)} is a property of a directory/NFS "

@@ -20,7 +20,12 @@ from iomatrix.report.guests import guests_used
 from iomatrix.report.interference import run_interference
 from iomatrix.report.keep import keep_current, keep_defaults
 from iomatrix.report.objective import Objective, objective_metric
-from iomatrix.report.per_backing import answer_backings, answer_groups, emulated_rtt_notes
+from iomatrix.report.per_backing import (
+    answer_backings,
+    answer_groups,
+    configuration_group,
+    emulated_rtt_notes,
+)
 from iomatrix.report.query import CellWorkload, cell_workloads, sweep_info, unit_stops
 from iomatrix.report.rank import (
     primary_metric,
@@ -243,7 +248,9 @@ def _workload_answers(
     out = []
     for name, mine in answer_groups(cws, w, per_backing):
         v = _workload_answer(sweep, mine, w, rank_kw)
-        out.append(replace(v, workload=name or w, group=(name or "").removeprefix(f"{w} on ")))
+        # one configuration per backing (and RTT) across its client counts: a condition, not a
+        # choice (per_backing.configuration_group)
+        out.append(replace(v, workload=name or w, group=configuration_group(w, name)))
     return out
 
 

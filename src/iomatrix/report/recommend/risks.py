@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from iomatrix.domain import CACHE, CacheMode, CacheSemantics, Modifier
 from iomatrix.durability.verdict import TARGET_POWER_LOSS
@@ -142,6 +142,31 @@ def risk_statements(
     if not client_crash_measured and (crash := network.client_crash_risk(cell.axes)) is not None:
         out.append(RiskStatement(*crash, DOCUMENTED))
     return out
+
+
+# The basis of a target's risks where its snippet sets up a storage path the sweep did not measure.
+KERNEL_MOUNT_BASIS = "documented, not measured: the kernel mount this snippet sets up"
+
+
+def target_risks(cell: CellWorkload) -> dict[str, list[RiskStatement]]:
+    """Per --target, the risks of the storage path its snippet sets up where that is not the path
+    the sweep measured: Proxmox's storage of a protocol it always mounts with the host kernel's
+    client (NetworkProtocol.proxmox_kernel_mount: NFS) for a cell measured through QEMU's own
+    client (libnfs). Those are the kernel client's documented risks, with this host's page cache
+    (issue 70: `--target proxmox` printed libnfs's "this host holds nothing" above a `qm set` on
+    an NFS storage); {} where every target's snippet is on the measured path.
+
+    Worked example: an NFS cell with nfs_client=libnfs and cache=writeback gives {"proxmox": the
+    risks of nfs_client=kernel with cache=writeback}: a host crash or power loss loses what sits in
+    this host's page cache, live migration unsafe."""
+    network = network_protocol(str(cell.backing.get("backing_type")))
+    if network is None or not network.proxmox_kernel_mount or network.client_is_kernel(cell.axes):
+        return {}
+    mounted = replace(cell, axes={**cell.axes, network.client_axis: network.kernel_client})
+    statements = risk_statements(
+        cell.axes["cache"], cell.axes.get("modifier", Modifier.NONE), mounted
+    )
+    return {"proxmox": [replace(r, basis=KERNEL_MOUNT_BASIS) for r in statements]}
 
 
 def _migration_text(sem: CacheSemantics) -> str:

@@ -23,7 +23,12 @@ from iomatrix.report.recommend.current_match import (
     varied_axes,
 )
 from iomatrix.report.recommend.requirements import Requirement, opt_in_text, unmet
-from iomatrix.report.recommend.risks import SITUATIONS, RiskStatement, risk_statements
+from iomatrix.report.recommend.risks import (
+    SITUATIONS,
+    RiskStatement,
+    risk_statements,
+    target_risks,
+)
 from iomatrix.snippets import DiskConfig, SnippetSet, snippet_backing, snippets_for
 from iomatrix.stats import RatioCI, ratio_ci
 from iomatrix.stats.blocked import BlockedAnalysis
@@ -161,6 +166,9 @@ class Verdict:
     # the faster configuration the requirements exclude, if the data show one
     declined: Declined | None = None
     risks: list[RiskStatement] = field(default_factory=list)
+    # Per --target, the risks of the storage path its snippet sets up where that is not the path
+    # measured (Proxmox's NFS storage is a kernel mount: recommend/risks.py target_risks).
+    target_risks: dict[str, list[RiskStatement]] = field(default_factory=dict)
     snippets: SnippetSet | None = None
     missing: str = ""  # why there is no choice (a verdicts tier's: the summary of its verdicts)
     # What the notable alternatives measured against the choice (the runner-up, the current or
@@ -451,6 +459,7 @@ def _chosen_verdict(
     v.risks = risk_statements(
         cell.axes["cache"], cell.axes.get("modifier", Modifier.NONE), cell, measured
     )
+    v.target_risks = target_risks(cell)
     # With --current, only what the sweep varied here changes on the user's disk (the rest is kept
     # as they have it).
     v.snippets = snippets_for(
