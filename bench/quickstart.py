@@ -218,9 +218,17 @@ class Outcome:
 
     @property
     def cache_decided(self) -> bool | None:
-        """The cache axis's line says "decided" (None: no cache line printed)."""
+        """The cache axis's line says it is decided: one level better overall ("… (decided)") or in
+        every cell ("decided in every cell"); "decided per cell" (the cells disagree) is not. None:
+        no cache line printed."""
         lines = [x for x in self.axis_lines if x.lstrip().startswith("cache:")]
-        return None if not lines else all("decided" in x for x in lines)
+        return (
+            None
+            if not lines
+            else all(
+                x.rstrip().endswith("(decided)") or "decided in every cell" in x for x in lines
+            )
+        )
 
     @property
     def answered(self) -> list[str]:
