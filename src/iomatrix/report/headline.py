@@ -325,10 +325,11 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
     """The headline of `rec`: ranked workloads only (weighted scores and the durability tier's
     verdicts are detail), grouped by the configuration they pick; on shared storage, one
     configuration per backing where the workloads' decisions allow (report/one_config.py). Its
-    `peers`: the same answer for every other target."""
+    `peers`: the same answer for every other VM tool."""
     check_target(target)
     head = _headline(rec, host, target)
-    head.peers = [_headline(rec, host, t) for t in all_targets() if t != target]
+    # the VM tools' answers: a storage-side target's (tgt, ceph, …) screen holds what theirs do
+    head.peers = [_headline(rec, host, t) for t in TARGETS if t != target]
     return head
 
 
