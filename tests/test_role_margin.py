@@ -258,7 +258,7 @@ def test_a_roles_margin_ties_its_cells_as_well(
     text = run_cli(*args, cwd=tmp_path).stdout
     block = text[text.index("file-server:files ·") :].split("\n\n")[0]
     if status == "tied":
-        assert "tied (not significantly different): qcow2 · writeback\n" in block, block
+        assert "tied (not separated at the rule's level): qcow2 · writeback\n" in block, block
         assert "behind, and cannot be more than 10% better: " in block, block
     else:
         assert "neither significantly worse nor within 5%" in " ".join(block.split()), block

@@ -216,11 +216,15 @@ class _Layout:
     squeeze: bool
     alternatives: tuple[int, ...]
     whole: frozenset[tuple[str, str]]
+    # every baseline's ratio on the screen (_baseline_lines); not where even the densest layout
+    # then overflows FIRST_SCREEN_LINES for some target (a three-backing sweep's long names): there
+    # the 30 lines hold, and a target may quote a baseline the others do not
+    baselines: bool = True
 
 
-def _own_layout(h: Headline, width: int, squeeze: bool) -> _Layout:
+def _own_layout(h: Headline, width: int, squeeze: bool, baselines: bool = True) -> _Layout:
     """The roomiest layout of `h` that fits FIRST_SCREEN_LINES at `width`, denser step by step."""
-    text, layout = _laid_out(h, width, False, squeeze, 0)
+    text, layout = _laid_out(h, width, False, squeeze, 0, baselines=baselines)
     for dense in DENSER:
         # A local sweep too (the quickstart's roles with two configurations took 58 lines): its
         # roles in a line each, its <disk> XML whole where the screen has room, else its <driver>
@@ -229,8 +233,12 @@ def _own_layout(h: Headline, width: int, squeeze: bool) -> _Layout:
         # crowded: its short form fits)
         if text.count("\n") <= FIRST_SCREEN_LINES and _within(text, width):
             break
-        text, layout = _laid_out(_denser(h), width, False, True, dense)
+        text, layout = _laid_out(_denser(h), width, False, True, dense, baselines=baselines)
     return layout
+
+
+def _fits(text: str, width: int) -> bool:
+    return text.count("\n") <= FIRST_SCREEN_LINES and _within(text, width)
 
 
 def _common_layout(heads: list[Headline], width: int) -> _Layout:
@@ -239,11 +247,17 @@ def _common_layout(heads: list[Headline], width: int) -> _Layout:
     and the risk statements every one shows whole, so that no target's screen holds a fact another
     leaves out."""
     squeeze = any(p.storage is not None for x in heads for p in x.picks)
-    dense = max(_own_layout(x, width, squeeze).dense for x in heads)
-    squeeze = squeeze or dense > 0
-    layouts = [
-        _laid_out(_denser(x) if dense else x, width, False, squeeze, dense)[1] for x in heads
-    ]
+    for baselines in (True, False):
+        dense = max(_own_layout(x, width, squeeze, baselines).dense for x in heads)
+        wide = squeeze or dense > 0
+        laid = [
+            _laid_out(_denser(x) if dense else x, width, False, wide, dense, baselines=baselines)
+            for x in heads
+        ]
+        if all(_fits(text, width) for text, _ in laid):
+            break
+    layouts = [layout for _, layout in laid]
+    squeeze = wide
     mine = layouts[0]
     alike = [x for x in layouts if len(x.alternatives) == len(mine.alternatives)]
     return _Layout(
@@ -251,6 +265,7 @@ def _common_layout(heads: list[Headline], width: int) -> _Layout:
         squeeze,
         tuple(min(n) for n in zip(*(x.alternatives for x in alike), strict=True)),
         frozenset.intersection(*(x.whole for x in alike)),
+        baselines,
     )
 
 
@@ -303,6 +318,7 @@ def _laid_out(
     dense: int,
     whole: bool = False,
     fixed: _Layout | None = None,
+    baselines: bool = True,
 ) -> tuple[str, _Layout]:
     """The headline laid out (headline_text), `dense` 0 (as roomy as the screen allows) to 4;
     `whole`: every part whole however long (recommend --detail); `fixed`: what it holds decided
@@ -330,8 +346,10 @@ def _laid_out(
     ]
     # The alternatives every screen shows (the baselines' ratios, or as decided for every target
     # by `fixed`) take their room before the snippets, whatever it leaves them.
+    baselines = fixed.baselines if fixed is not None else baselines
     first = [
-        _baseline_lines(p) + (fixed.alternatives[i] if fixed is not None else 0)
+        (_baseline_lines(p) if baselines else 0)
+        + (fixed.alternatives[i] if fixed is not None else 0)
         for i, p in enumerate(h.picks)
     ]
     room[0] -= sum(
@@ -344,14 +362,14 @@ def _laid_out(
     for p, n in zip(h.picks, first, strict=True):  # the other alternatives get what is left
         alts = _alternatives_of(p, h)
         n += 0 if fixed is not None else _alternatives_fitting(alts[n:], width, room)
-        shown.append(n - _baseline_lines(p))
+        shown.append(n - (_baseline_lines(p) if baselines else 0))
         out += _decision_lines(p, h, width, markdown, squeeze=squeeze, shown=n, dense=dense)
     out += gap
     for part in parts:
         out += part.whole if part.use_whole else part.short
     out += tail
     held = frozenset(part.key for part in parts if part.use_whole and part.key[0] in FACT_PARTS)
-    return "\n".join(out) + "\n", _Layout(dense, squeeze, tuple(shown), held)
+    return "\n".join(out) + "\n", _Layout(dense, squeeze, tuple(shown), held, baselines)
 
 
 def _one_tier(h: Headline) -> str | None:
