@@ -12,7 +12,8 @@ their name:
 * QEMU's block layer (fio over NBD against qemu-storage-daemon), rand-write-4k and rand-read-4k:
   twin-a and twin-b as they are, and slow-5, slow-10, slow-20 and slow-40 under a QEMU throttle
   group (iomatrix/calibration_throttle.py) whose I/O limit makes them 5, 10, 20 and 40 % slower
-  than twin-a's rate, measured by a short run of twin-a just before the sweep (3 runs per workload).
+  on average than the twins' runs measured just before the sweep (3 rounds of the sweep's own mix:
+  twin-a and twin-b on both tiers; the ceiling solved on those runs, `capped_rate`).
   Each workload in the tier is one workload group: one race holding all four effect sizes.
 * bare metal, rand-write-4k: the same six backings, none throttled: six identical cells.
 
@@ -54,8 +55,8 @@ from pathlib import Path
 
 from scipy.stats import binomtest
 
-from decided_pairs import _names_worse, iomatrix_command, rankings, run_plan
-from iomatrix.calibration_throttle import ENV, iops_limit
+from decided_pairs import _names_worse, rankings, run_plan
+from iomatrix.calibration_throttle import BURST_S, ENV, capped_rate
 from iomatrix.report.rank import WorkloadRanking
 from iomatrix.stats.ranking import Ranking
 
@@ -67,6 +68,7 @@ BARE_WORKLOADS = ("rand-write-4k",)
 RUNTIME_S = 1.0
 # issue 71's done-when: (effect, share of races that must decide it)
 TARGETS = ((0.20, 0.90), (0.10, 0.50))
+QUICK_ROUNDS = 9  # a quickstart's deciding pairs reach 6–9 rounds
 
 CELL = """\
 format = ["raw"]
@@ -89,28 +91,26 @@ workloads = {block_workloads}
 """
     + CELL
     + """\
-ci_target = 0.05
-time_budget = "{budget}"
-
+{budget_line}
 [baremetal]
 workloads = {bare_workloads}
 
 [repetitions]
-min = 3
-max = 10
-precision_max = {{ blocklayer = 30 }}
-precision_for = "contenders"
+{repetitions}
 {backings}"""
 )
 
 RATE_PLAN = (
     """\
-description = "A/B calibration: twin-a's rate, to set the throttled twins' limits from"
-tier = ["blocklayer"]
+description = "A/B calibration: the twins' rates, to set the throttled twins' limits from"
+tier = ["baremetal", "blocklayer"]
 workloads = {block_workloads}
 """
     + CELL
     + """\
+[baremetal]
+workloads = {bare_workloads}
+
 [repetitions]
 min = 3
 max = 3
@@ -143,45 +143,56 @@ def steal_share(before: dict[str, float], after: dict[str, float]) -> float:
     return (after["steal"] - before["steal"]) / total if total > 0 else 0.0
 
 
-def measured_rates(work: Path, i: int, env: dict[str, str]) -> dict[str, float]:
-    """twin-a's rate per block-layer workload: the mean of 3 runs of a plan of twin-a alone."""
+def measured_rates(work: Path, i: int, env: dict[str, str]) -> dict[str, list[float]]:
+    """The unthrottled twins' rates per block-layer workload: every run of twin-a and twin-b in a
+    plan of the sweep's own mix (bare metal beside the block layer, 3 rounds), so the limits are
+    set from rates measured as the sweep will run them (twin-a alone ran 4k reads 16 % faster than
+    it did inside the sweep, quiet host, 2026-11-28)."""
     plan, db, log = work / f"rate-{i}.toml", work / f"rate-{i}.sqlite", work / f"rate-{i}.log"
     plan.write_text(
         RATE_PLAN.format(
             block_workloads=json.dumps(list(BLOCK_WORKLOADS)),
+            bare_workloads=json.dumps(list(BARE_WORKLOADS)),
             runtime=RUNTIME_S,
-            backings=backings_toml([BASE], work / "backings"),
+            backings=backings_toml(list(TWINS), work / "backings"),
         )
     )
     if run_plan(plan, db, log, env) != 0:
-        raise SystemExit(f"power curve: twin-a's rate run failed; see {log}")
-    doc = json.loads(
-        subprocess.run(
-            [iomatrix_command(), "results", "--db", str(db), "--format", "json"],
-            capture_output=True,
-            text=True,
-            check=True,
-            env=env,
-        ).stdout
-    )
+        raise SystemExit(f"power curve: the twins' rate run failed; see {log}")
+    import rejudge as rj  # bench/rejudge.py: a stored sweep's runs per cell and round
+
     rates = {
-        r["workload"]: float(r["mean"])
-        for r in doc["sweeps"][0]["results"]
-        if r["metric"].endswith(".iops") and r["metric"].split(".")[0] in ("read", "write")
+        race.workload: [v for pts in race.data.values() for _, v in pts]
+        for race in rj.stored_races(db)
+        if race.tier == "blocklayer" and race.higher_is_better
     }
-    missing = [w for w in BLOCK_WORKLOADS if w not in rates]
+    missing = [w for w in BLOCK_WORKLOADS if not rates.get(w)]
     if missing:
         raise SystemExit(f"power curve: no rate measured for {', '.join(missing)}; see {log}")
     return rates
 
 
-def one_sweep(work: Path, i: int, budget: str, base_env: dict[str, str]) -> dict[str, object]:
+def limit_for(rates: list[float], slower: float) -> int:
+    """x-iops-total for a twin `slower` slower than runs like `rates`: the ceiling solved on them
+    (calibration_throttle.capped_rate), less QEMU's tenth of a second of burst."""
+    ceiling = capped_rate(rates, slower)
+    return max(1, round(ceiling * RUNTIME_S / (RUNTIME_S + BURST_S)))
+
+
+# quick's (src/iomatrix/plans/quick.toml): raced, with its precision phase and the budget given
+RACED = 'min = 3\nmax = 10\nprecision_max = { blocklayer = 30 }\nprecision_for = "contenders"'
+
+
+def one_sweep(
+    work: Path, i: int, budget: str, base_env: dict[str, str], fixed: int | None = None
+) -> dict[str, object]:
     """Twin-a's rate, then the sweep with the throttled twins' limits set from it; what was run."""
     before = host_state()
     uptime_before = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    rates = measured_rates(work, i, base_env)
+    samples = measured_rates(work, i, base_env)
+    rates = {w: statistics.mean(v) for w, v in samples.items()}
     limits = {
-        name: {w: iops_limit(rates[w], slower, RUNTIME_S) for w in BLOCK_WORKLOADS}
+        name: {w: limit_for(samples[w], slower) for w in BLOCK_WORKLOADS}
         for name, slower in SLOWER.items()
     }
     env = {**base_env, ENV: json.dumps(limits)}
@@ -191,7 +202,8 @@ def one_sweep(work: Path, i: int, budget: str, base_env: dict[str, str]) -> dict
             block_workloads=json.dumps(list(BLOCK_WORKLOADS)),
             bare_workloads=json.dumps(list(BARE_WORKLOADS)),
             runtime=RUNTIME_S,
-            budget=budget,
+            budget_line=("" if fixed else f'ci_target = 0.05\ntime_budget = "{budget}"\n'),
+            repetitions=f"min = {fixed}\nmax = {fixed}" if fixed else RACED,
             backings=backings_toml([*TWINS, *SLOWER], work / "backings"),
         )
     )
@@ -205,6 +217,8 @@ def one_sweep(work: Path, i: int, budget: str, base_env: dict[str, str]) -> dict
         "exit": rc,
         "seconds": round(time.monotonic() - t0),
         "rates": rates,
+        "rate_runs": samples,
+        "fixed_rounds": fixed,
         "limits": limits,
         "uptime_before": uptime_before,
         "uptime_after": uptime_after,
@@ -402,7 +416,7 @@ def print_sweeps(sweeps: list[dict]) -> None:
             f"{s['load1_before']:.2f} → {s['load1_after']:.2f}, steal {s['steal']:.1%}"
         )
         print(
-            "  twin-a just before it: "
+            "  the twins just before it (mean): "
             + ", ".join(f"{w} {r:,.0f} IOPS" for w, r in s["rates"].items())
         )
 
@@ -486,6 +500,88 @@ def replayed(dbs: list[Path]) -> tuple[list[Race], list[Twins]]:
     return races, aa
 
 
+def replayed_per_size(dbs: list[Path], max_rounds: int) -> tuple[list[Race], list[Twins]]:
+    """Each effect size its own quick-shaped race, replayed on the kept runs by the rule now in the
+    code for at most `max_rounds` rounds (the quickstart's races reach 6–9): on the block layer,
+    per workload and size, the race of twin-a, twin-b and that throttled twin (3 cells, like
+    quick's 4), judged twin-a against the throttled twin; the A/A pairs are twin-a/twin-b in the
+    first of those races and the 15 pairs of the six identical bare-metal cells in their race.
+
+    Why beside the six-cell race: there the throttled twins are eliminated against whichever cell
+    leads (often slow-5, whose ceiling makes it steadier than twin-a), so a decision against
+    twin-a itself is rarely made, and the six-cell race pays for 15 pairs. With a fixed-rounds
+    sweep (`--fixed N`) every unit has all N rounds, so each replay runs as its race asks."""
+    import rejudge as rj
+
+    races: list[Race] = []
+    aa: list[Twins] = []
+    for db in dbs:
+        for race in rj.stored_races(db):
+            by_backing = {ax["backing"]: key for key, ax in race.axes.items()}
+            if race.tier != "blocklayer":
+                judged = rj.rejudge(race, max_rounds)
+                names = [n for n in (*TWINS, *SLOWER) if n in by_backing]
+                for i, x in enumerate(names):
+                    for y in names[i + 1 :]:
+                        a, b = by_backing[x], by_backing[y]
+                        aa.append(
+                            Twins(
+                                db.name,
+                                race.tier,
+                                race.workload,
+                                x,
+                                y,
+                                rj.twin_verdict(judged, a, b) != 0,
+                                rj.named_over_twin(judged.decision, a, b),
+                            )
+                        )
+                continue
+            if not all(n in by_backing for n in TWINS):
+                continue
+            base, other = (by_backing[n] for n in TWINS)
+            first = True
+            for name, slower in SLOWER.items():
+                if name not in by_backing:
+                    continue
+                slow = by_backing[name]
+                keep = (base, other, slow)
+                sub = rj.StoredRace(
+                    race.sweep,
+                    race.tier,
+                    race.workload,
+                    race.metric,
+                    race.higher_is_better,
+                    {u: race.axes[u] for u in keep},
+                    {u: race.data[u] for u in keep},
+                )
+                judged = rj.rejudge(sub, max_rounds)
+                kept = judged.replay.data
+                races.append(
+                    Race(
+                        db.name,
+                        race.workload,
+                        slower,
+                        rj.twin_verdict(judged, base, slow),
+                        _shared_rounds(kept, base, slow),
+                        _measured(judged.ranking, base, slow),
+                    )
+                )
+                if first:
+                    aa.append(
+                        Twins(
+                            db.name,
+                            race.tier,
+                            race.workload,
+                            TWINS[0],
+                            TWINS[1],
+                            rj.twin_verdict(judged, base, other) != 0,
+                            rj.named_over_twin(judged.decision, base, other),
+                        )
+                    )
+                    first = False
+    return races, aa
+
+
 def judgements(dbs: list[Path], rejudge: bool) -> list[tuple[str, list[Race], list[Twins]]]:
     """(the rule, its A/B races, its A/A pairs): as raced; with `rejudge`, first the races replayed
     by the rule now in the code, then by that rule with each pair's own variance (the rule before
@@ -495,10 +591,15 @@ def judgements(dbs: list[Path], rejudge: bool) -> list[tuple[str, list[Race], li
         return [raced]
     import rejudge as rj
 
-    now = ("replayed by the rule now in the code", *replayed(dbs))
+    per_size = (
+        f"each size its own race (twin-a, twin-b, the throttled twin), replayed by the rule now "
+        f"in the code, at most {QUICK_ROUNDS} rounds",
+        *replayed_per_size(dbs, QUICK_ROUNDS),
+    )
+    now = ("the six-cell race replayed by the rule now in the code", *replayed(dbs))
     rj.own_variances()  # from here on: each pair's own variance, as before the moderation
     before = ("replayed by that rule with each pair's own variance (no moderation)", *replayed(dbs))
-    return [now, before, raced]
+    return [per_size, now, before, raced]
 
 
 def aa_passed(aa: list[Twins]) -> bool:
@@ -555,6 +656,12 @@ def main() -> int:
     ap.add_argument("--sweeps", type=int, default=4)
     ap.add_argument("--budget", default="4.5m", help="each sweep's time budget (quick's: 4.5m)")
     ap.add_argument("--keep", type=Path, help="the directory the races are kept in")
+    ap.add_argument(
+        "--fixed",
+        type=int,
+        metavar="N",
+        help="run every unit N rounds (no race, no budget): each size then replays as its own race",
+    )
     ap.add_argument("--rejudge", type=Path, help="re-judge the races kept in this directory")
     ap.add_argument(
         "--analyse", type=Path, help="report the races kept in this directory as they were raced"
@@ -582,7 +689,7 @@ def main() -> int:
     base_env.pop(ENV, None)
     first = len(manifest["sweeps"]) + 1  # a kept directory grows: more races, same report
     for i in range(first, first + args.sweeps):
-        done = one_sweep(work, i, args.budget, base_env)
+        done = one_sweep(work, i, args.budget, base_env, args.fixed)
         manifest["sweeps"].append(done)
         manifest_file.write_text(json.dumps(manifest, indent=1))
         print(

@@ -32,7 +32,14 @@ minutes) and every role was answered, else 1.
 
 `--runs N` runs it N times, each from a fresh clone, one after the other, and ends with how many
 runs answered every role within the target; exit status 0 when at least `--need` did (default: 4 of
-5, i.e. 80 % of N rounded up: issue 53's done-when)."""  # noqa: E501
+5, i.e. 80 % of N rounded up: issue 53's done-when).
+
+Issue 71's checks, printed per run and over the runs: every role ends with a configuration and one of
+the three statuses (decided, equivalent, not told apart at this resolution: its `resolution` in the
+JSON); the answer's lines (from the headline on) that mention rounds; the per-axis lines ("cache:
+writeback, 1.21× cache=none (decided)") and whether the cache axis's says decided. `--keep-db DIR`
+copies each run's database there, for `bench/reproducibility.py --analyse DIR/*.sqlite` (no pair
+decided both ways across the runs)."""  # noqa: E501
 
 from __future__ import annotations
 
@@ -40,6 +47,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -54,6 +62,9 @@ ANSWERED = ("answer", "tied")  # headline statuses that answer a workload ("prov
 # "provisional" (only leading) and "none" (no answer yet) do not. Repeated here: the bench judges
 # the clone's output, and a clone of another revision need not have the same module.
 ROLE_ANSWERED = ("answer", "tied", "equivalent")
+# issue 71: the three statuses an answer ends with (report/recommend/resolution.py)
+RESOLUTIONS = ("decided", "equivalent", "not told apart at this resolution")
+ROUNDS = re.compile(r"\bround\(s\)|\brounds?\b", re.IGNORECASE)
 # report/render.py FIRST_SCREEN_LINES: the answer's lines a terminal shows at once
 FIRST_SCREEN = 30
 
@@ -194,6 +205,22 @@ class Outcome:
     statuses: dict[str, str]  # role (or workload, without roles) → status
     by_role: bool
     target_s: float
+    # issue 71: each role's resolution (one of RESOLUTIONS) and configuration, the answer's lines
+    # that mention rounds, and its per-axis lines ("cache: …")
+    resolutions: dict[str, str] = field(default_factory=dict)
+    round_lines: list[str] = field(default_factory=list)
+    axis_lines: list[str] = field(default_factory=list)
+
+    @property
+    def all_resolved(self) -> bool:
+        """Every role ends with one configuration and one of the three statuses."""
+        return bool(self.resolutions) and all(r in RESOLUTIONS for r in self.resolutions.values())
+
+    @property
+    def cache_decided(self) -> bool | None:
+        """The cache axis's line says "decided" (None: no cache line printed)."""
+        lines = [x for x in self.axis_lines if x.lstrip().startswith("cache:")]
+        return None if not lines else all("decided" in x for x in lines)
 
     @property
     def answered(self) -> list[str]:
@@ -228,14 +255,41 @@ class Outcome:
         )
 
 
-def judge(total_s: float, exit_status: int, recommend_out: str | None, target_s: float) -> Outcome:
-    """The run's outcome from its time, exit status and `recommend --format json` (None: not read,
-    the run failed): per role when the sweep ran roles, else per workload."""
+def judge(
+    total_s: float,
+    exit_status: int,
+    recommend_out: str | None,
+    target_s: float,
+    answer: list[str] | None = None,
+) -> Outcome:
+    """The run's outcome from its time, exit status, `recommend --format json` (None: not read, the
+    run failed) and the answer's printed lines: per role when the sweep ran roles, else per
+    workload."""
     if recommend_out is None:
         return Outcome(total_s, exit_status, {}, True, target_s)
     roles = role_statuses(recommend_out)
     statuses = roles or headline_statuses(recommend_out)
-    return Outcome(total_s, exit_status, statuses, bool(roles), target_s)
+    resolutions = {
+        r["role"]: (r.get("resolution") or "none") if r.get("cell") else "no configuration"
+        for r in json.loads(recommend_out).get("roles") or []
+    }
+    lines = answer or []
+    return Outcome(
+        total_s,
+        exit_status,
+        statuses,
+        bool(roles),
+        target_s,
+        resolutions,
+        [x for x in lines if ROUNDS.search(x)],
+        [x.strip() for x in lines if re.match(r"\s*(cache|format|aio|bus|preallocation): ", x)],
+    )
+
+
+def answer_lines(tl: Timeline) -> list[str]:
+    """The printed answer: from the headline ("Answer for …") to the end."""
+    head = tl.first("Answer for")
+    return [] if head is None else [text for _, text in tl.lines[head:]]
 
 
 def first_snippet_end(tl: Timeline) -> int | None:
@@ -271,17 +325,24 @@ def first_role_line(tl: Timeline) -> int | None:
 
 
 def runs_summary(outcomes: list[Outcome], need: int) -> tuple[str, bool]:
-    """The --runs verdict: how many runs answered every role within the target, against `need`."""
+    """The --runs verdict: how many runs answered every role within the target, against `need`;
+    then issue 71's: every role resolved, no round mentioned, the cache axis decided."""
     met = sum(o.met for o in outcomes)
     answered = sum(o.all_answered for o in outcomes)
     in_time = sum(o.in_time for o in outcomes)
     ok = met >= need
+    cache = [o.cache_decided for o in outcomes]
     return (
         f"runs that answered every role within the target: {met} of {len(outcomes)} "
         f"(needed {need}: "
         f"{'met' if ok else 'MISSED'}); every role answered in {answered}, within the "
         f"time in {in_time}; "
-        f"totals {', '.join(f'{o.total_s:.0f} s' for o in outcomes)}"
+        f"totals {', '.join(f'{o.total_s:.0f} s' for o in outcomes)}\n"
+        f"issue 71: every role one of the three statuses in "
+        f"{sum(o.all_resolved for o in outcomes)} of {len(outcomes)}; no round mentioned in "
+        f"{sum(not o.round_lines for o in outcomes)}; the cache axis decided in "
+        f"{sum(c is True for c in cache)} (not decided {sum(c is False for c in cache)}, "
+        f"no cache line {sum(c is None for c in cache)})"
     ), ok
 
 
@@ -322,6 +383,11 @@ def main() -> int:
     )
     ap.add_argument(
         "--runs", type=int, default=1, help="run it this many times, each from a fresh clone"
+    )
+    ap.add_argument(
+        "--keep-db",
+        type=Path,
+        help="copy each run's database here (for bench/reproducibility.py --analyse)",
     )
     ap.add_argument(
         "--need",
@@ -397,7 +463,13 @@ def one_run(args: argparse.Namespace) -> Outcome:
             tl.exit_status,
             recommend_json(place, env) if tl.exit_status == 0 else None,
             args.target_s,
+            answer_lines(tl),
         )
+        if args.keep_db is not None and (clone / "iomatrix.sqlite").exists():
+            args.keep_db.mkdir(parents=True, exist_ok=True)
+            kept = args.keep_db / f"quickstart-{time.strftime('%Y%m%d-%H%M%S')}.sqlite"
+            shutil.copy(clone / "iomatrix.sqlite", kept)
+            print(f"database kept: {kept}")
         print(f"started {started}, commit {args.rev} of {args.source}, COLUMNS={args.columns}")
         print(
             f"load average before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
@@ -466,6 +538,15 @@ def print_timeline(tl: Timeline, args: argparse.Namespace, outcome: Outcome) -> 
             )
         )
     print(outcome.summary())
+    print(
+        "issue 71: roles' statuses: "
+        + (", ".join(f"{k} {v}" for k, v in sorted(outcome.resolutions.items())) or "none read")
+        + f" ({'every one of the three' if outcome.all_resolved else 'NOT every one resolved'})"
+    )
+    print(f"  lines mentioning rounds: {len(outcome.round_lines)}")
+    for x in outcome.round_lines[:5]:
+        print(f"    {x.strip()[:120]}")
+    print(f"  per-axis lines: {'; '.join(outcome.axis_lines) or 'none'}")
     if tl.exit_status != 0:
         print("its last lines:", *(text for _, text in tl.lines[-15:]), sep="\n")
 

@@ -16,10 +16,10 @@ retry in its place) it prints
   m the role's margin) at this gap and noise, with the race's α spending (stats/looks.py), and
   their wall time: n · 2 runs · wall per run.
 
-Why: the quickstart's file server stayed unsettled in 10 of 10 sweeps (docs/benchmarks.md): its pair
-differs by about the role's margin while 1 s runs differ by ~15 % round to round. Whether longer
-runs buy the decision sooner per second of the budget is what this measures. Runs as root (the
-sweeps drop caches)."""
+Why: the quickstart's file server stayed unsettled in 10 of 10 sweeps (docs/benchmarks-history.md,
+"Issue 53: the file server's pair against run length"): its pair differs by about the role's
+margin while 1 s runs differ by ~15 % round to round. Whether longer runs buy the decision sooner
+per second of the budget is what this measures. Runs as root (the sweeps drop caches)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ settled.
 ``--rewrites`` runs ``seq-write-zeroes-1m`` on a region of ``--size-mib`` instead: a 2 s run passes
 over 1 GiB two or three times and its later passes rewrite clusters the first pass already wrote (or
 already made zero clusters): a different workload, with a smaller gap (1 GiB: qcow2 1.72×, raw 1.60×
-on a quiet host; docs/benchmarks.md)."""  # noqa: E501
+on a quiet host; docs/benchmarks-history.md, "Issue 24: zero detection in the block layer")."""  # noqa: E501
 
 from __future__ import annotations
 

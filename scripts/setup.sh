@@ -17,11 +17,12 @@
 #
 # `--minimal` (scripts/quickstart) installs only what the default plan `quick` needs (bare metal and QEMU's
 # block layer: QEMU, fio, Python without the test tools) and builds no guest: on a fresh Debian 12 machine its
-# apt step took 30 s instead of 110 s for everything (docs/benchmarks.md, issue 27). Running setup.sh without
-# it later (scripts/test does) adds the rest.
+# apt step took 30 s instead of 110 s for everything (docs/benchmarks-history.md, "Issue 27: the six-minute first answer",
+# "On a fresh Debian 12, apt included"). Running setup.sh without it later (scripts/test does) adds the rest.
 #
 # `--measure-only` (the fleet role's measure profile) is `--minimal` without matplotlib, which only the HTML report
-# uses: a fleet host measures, the controller renders the report (docs/fleet.md; docs/benchmarks.md, issue 37).
+# uses: a fleet host measures, the controller renders the report (docs/fleet.md;
+# docs/benchmarks-history.md, "Issue 37: a fleet host's install, measuring-only against full").
 #
 # `--shared-storage` adds the servers and QEMU drivers of the shared-storage backings (iSCSI: tgt, libiscsi-bin;
 # NFS: nfs-ganesha, nfs-ganesha-vfs, rpcbind, libnfs-utils; Ceph RBD: ceph-mon, ceph-osd, ceph-common;
@@ -257,7 +258,8 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! .venv/bin/python -c
     # upgrading it first cost every install a download and a few seconds, and hosts without an index a wheel more.
     # --measure-only: no bytecode compiled at install (pip --no-compile). A fleet host runs iomatrix as root, so the
     # first run writes the .pyc files of the modules it imports (under a second, once) and none is made for the
-    # thousands of numpy/scipy modules a sweep never imports: ~4 s and ~50 MB less per host (docs/benchmarks.md).
+    # thousands of numpy/scipy modules a sweep never imports: ~4 s and ~50 MB less per host (docs/benchmarks-history.md,
+    # "Issue 37: …", "With the controller's fio, no pip self-upgrade and no install-time bytecode").
     pip_options=()
     if [ "$measure_only" = 1 ]; then pip_options+=(--no-compile); fi
     .venv/bin/python -m pip install -q "${pip_options[@]}" -e ".${extras:+[$extras]}"
@@ -270,7 +272,7 @@ fi
 # The project's own bytecode: the editable install compiles none of src/ (pip compiles the wheel it builds, which
 # holds only a path file), so wherever PYTHONDONTWRITEBYTECODE is set (container images often set it) or src/ is not
 # writable, every command compiled the ~180 modules it imports at each start: 0.4-0.5 s of CPU of `recommend` on a
-# 100-host store (docs/benchmarks.md, issue 52). compileall rewrites only what changed. --measure-only keeps none
+# 100-host store (docs/benchmarks-history.md, "Issue 52: the central PostgreSQL store"). compileall rewrites only what changed. --measure-only keeps none
 # (pip --no-compile above; a measuring host's first run writes what it imports).
 if [ "$measure_only" = 0 ]; then
     .venv/bin/python -m compileall -q src/iomatrix >/dev/null \

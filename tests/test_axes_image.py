@@ -549,9 +549,9 @@ def test_block_layer_zero_detection_is_faster_on_zero_filled_writes(tmp_path: Pa
         bw["blocklayer/qcow2/off/none/threads/-/dir/none"],
         bw["blocklayer/qcow2/off/none/threads/-/dir/none+detect_zeroes=on"],
     )
-    # The physics with a margin: 1.72x measured on a quiet host (docs/benchmarks.md), 1.50x in a CI
-    # run beside other work (each side's runs within 3%); without zero detection's effect the ratio
-    # would be 1.
+    # The physics with a margin: 1.72x measured on a quiet host (docs/benchmarks-history.md,
+    # "Issue 24: zero detection in the block layer"), 1.50x in a CI run beside other work (each
+    # side's runs within 3%); without zero detection's effect the ratio would be 1.
     assert _mean(on) > 1.25 * _mean(off), (on, off)
 
 
@@ -603,7 +603,8 @@ def test_block_layer_runs_cluster_sizes_and_trims(tmp_path: Path) -> None:
 def test_block_layer_whole_image_l2_cache_reads_a_wide_thin_image_faster(tmp_path: Path) -> None:
     # A 1 TiB thin image with all 2048 of its L2 tables (64 KiB clusters): QEMU's default cache (32
     # MiB) holds a quarter of them, whole-image (128 MiB) all. Measured here: about 10× more reads
-    # per second with whole-image (docs/benchmarks.md); the test asks for 2×.
+    # per second with whole-image (docs/benchmarks-history.md, "Issue 24: the qcow2 L2 cache"); the
+    # test asks for 2×.
     con, iops = _sweep(
         tmp_path,
         {

@@ -13,7 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.calibration_throttle import ENV, GROUP_ID, Throttle, iops_limit, throttles
+from iomatrix.calibration_throttle import (
+    ENV,
+    GROUP_ID,
+    Throttle,
+    capped_rate,
+    iops_limit,
+    throttles,
+)
 from iomatrix.errors import UserError
 from iomatrix.plan.load import load_plan
 from iomatrix.qemu_block import DiskSpec
@@ -26,6 +33,22 @@ from iomatrix.tiers.blocklayer import (
 from tests.conftest import iomatrix_argv, needs
 
 needs_qsd = needs("qemu-storage-daemon")
+
+
+def test_the_ceiling_slows_runs_like_the_measured_ones_by_the_share_asked() -> None:
+    # the docstring's example
+    assert capped_rate([900, 1000, 1100], 0.10) == pytest.approx(900)
+    assert capped_rate([1100, 900, 1000], 0.20) == pytest.approx(800)  # every run capped
+    # a ceiling at (1 - 10 %) x the mean slows these runs by 12 %; the solved one by 10 %
+    runs = [800.0, 950.0, 1000.0, 1050.0, 1200.0]
+    mean = sum(runs) / len(runs)
+    naive = sum(min(x, 0.9 * mean) for x in runs) / len(runs)
+    assert naive / mean == pytest.approx(0.88)
+    c = capped_rate(runs, 0.10)
+    assert sum(min(x, c) for x in runs) / len(runs) == pytest.approx(0.9 * mean)
+    for bad in (([], 0.1), ([0.0, 5.0], 0.1), ([5.0], 0.0), ([5.0], 1.0)):
+        with pytest.raises(ValueError):
+            capped_rate(*bad)
 
 
 def test_limit_from_a_measured_rate() -> None:

@@ -58,7 +58,7 @@ def test_identical_twins_are_neither_called_different_nor_named_the_answer(
     # calls it at the first look, as the rule before moderation did; no cell-variance model is
     # fitted there (the two writeback cells move together, their fitted variances are 0), so its
     # own variance is what judges it. 1 of 36, within the 1-in-40 bar over the three sweeps
-    # (docs/benchmarks.md).
+    # (docs/benchmarks-history.md, "Issue 71: moderated variances re-judged on captured twins").
     assert [v for v in verdicts if v[3] != 0] == [("baremetal", "seq-write-1m", "writeback", -1)]
 
 

@@ -348,51 +348,69 @@ def test_no_import_cycle_in_the_package() -> None:
     assert not stale, f"KNOWN_CYCLES lists loops that are gone, remove them: {stale}"
 
 
-# Imports each named module first, in this interpreter: every iomatrix module loaded before is
-# dropped from sys.modules, so the module's own imports run as in a fresh interpreter (third-party
-# packages stay loaded: they are not what is tested, and reloading them would take minutes). Prints
-# one line per module that fails: name, a tab, the error.
-_IMPORT_EACH_FIRST = """
-import importlib, sys
-for name in sys.argv[1:]:
-    for loaded in [m for m in sys.modules if m == "iomatrix" or m.startswith("iomatrix.")]:
-        del sys.modules[loaded]
-    try:
-        importlib.import_module(name)
-    except Exception as error:
-        print(f"{name}\\t{type(error).__name__}: {error}".replace("\\n", " "))
-"""
-
-
 def test_each_module_imports_first() -> None:
     """Every module of src/iomatrix can be the first one a program imports (issue 68:
-    ``python -c "import iomatrix.report.roles"`` failed with a partially initialised module). In
-    two processes side by side, each dropping the package's modules before each import: a fresh
-    interpreter per module would take minutes."""
+    ``python -c "import iomatrix.report.roles"`` failed with a partially initialised module). Each
+    module in a forked process of its own, where only the package holding it was imported before,
+    as in a fresh interpreter (tests/import_first.py tells why that is the same), one per CPU at a
+    time."""
     modules = sorted(_modules())
-    env = {**os.environ, "PYTHONPATH": str(SRC)}
-    halves = [modules[0::2], modules[1::2]]
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", _IMPORT_EACH_FIRST, *half],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        for half in halves
-    ]
-    failed: dict[str, str] = {}
-    for proc in procs:
-        out, err = proc.communicate(timeout=600)
-        assert proc.returncode == 0, err
-        failed |= dict(line.split("\t", 1) for line in out.splitlines())
+    assert modules[0] == PACKAGE
+    env = {**os.environ, "PYTHONPATH": str(SRC), "OPENBLAS_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-P", str(Path(__file__).with_name("import_first.py")), *modules],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    failed = dict(line.split("\t", 1) for line in proc.stdout.splitlines())
     unexpected = {m: e for m, e in failed.items() if m not in KNOWN_FIRST_IMPORT_FAILURES}
     assert not unexpected, "modules that cannot be imported first:\n" + "\n".join(
         f"  {m}: {e}" for m, e in sorted(unexpected.items())
     )
     stale = sorted(set(KNOWN_FIRST_IMPORT_FAILURES) - set(failed))
     assert not stale, f"KNOWN_FIRST_IMPORT_FAILURES lists modules that import now: {stale}"
+
+
+def test_the_first_import_harness_reports_a_loop_and_imports_each_module_alone(
+    tmp_path: Path,
+) -> None:
+    """tests/import_first.py on a made-up package: a two-module loop fails whichever is imported
+    first, a package that raises leaves its modules untried, and a module sees none of its
+    siblings loaded (each in a process of its own)."""
+    files = {
+        "loopy/__init__.py": "",
+        "loopy/a.py": "from loopy.b import B\nA = 1\n",
+        "loopy/b.py": "from loopy.a import A\nB = 2\n",
+        "loopy/alone.py": (
+            "import sys\nothers = [m for m in sys.modules if m.startswith('loopy.')]\n"
+            "assert others == ['loopy.alone'], others\n"
+        ),
+        "loopy/fine.py": "import json\n",
+        "loopy/broken/__init__.py": "raise RuntimeError('broken on purpose')\n",
+        "loopy/broken/inner.py": "",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    modules = sorted(
+        m.removesuffix(".py").removesuffix("/__init__").replace("/", ".") for m in files
+    )
+    proc = subprocess.run(
+        [sys.executable, "-P", str(Path(__file__).with_name("import_first.py")), *modules],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        timeout=120,
+        check=True,
+    )
+    failed = dict(line.split("\t", 1) for line in proc.stdout.splitlines())
+    assert sorted(failed) == ["loopy.a", "loopy.b", "loopy.broken", "loopy.broken.inner"]
+    assert "partially initialized" in failed["loopy.a"]
+    assert failed["loopy.broken"] == "RuntimeError: broken on purpose"
+    assert failed["loopy.broken.inner"].startswith("not tried: loopy.broken")
 
 
 def test_a_dotted_import_is_an_edge_to_the_parent_packages_it_initialises() -> None:

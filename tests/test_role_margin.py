@@ -242,8 +242,8 @@ def test_a_roles_margin_ties_its_cells_as_well(
     """A role's margin is also the difference its answer does not choose on (θ): at the file
     server's own 10 % the two writeback cells 5 % apart are tied and the answer keeps QEMU's
     default; at 5 % (recommend --margin 0.05) qcow2 is ahead by the margin itself, neither shown
-    worse nor within it: not settled. The --detail lines name the eliminated cells as behind, not
-    as tied."""
+    worse nor within it: not settled. The --detail lines do not name the eliminated cells as
+    tied."""
     db = tmp_path / "q.sqlite"
     shutil.copy(QUICKSTART, db)
     store = Store.open_existing(db)
@@ -259,6 +259,9 @@ def test_a_roles_margin_ties_its_cells_as_well(
     block = text[text.index("file-server:files ·") :].split("\n\n")[0]
     if status == "tied":
         assert "tied (not separated at the rule's level): qcow2 · writeback\n" in block, block
-        assert "behind, and cannot be more than 10% better: " in block, block
+        # Both cache=none cells, 33 % behind, are significantly worse than the pick by the
+        # one-sided test against the best (stats/worse_than_best.py), no longer only "cannot be
+        # more than 10% better": neither is named with the tie.
+        assert "cannot be more than" not in block and "cache=none ·" not in block, block
     else:
         assert "neither significantly worse nor within 5%" in " ".join(block.split()), block

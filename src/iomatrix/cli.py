@@ -29,8 +29,8 @@ from iomatrix.ui import console, err_console
 # One BLAS thread, set before anything imports numpy (nothing above does): the statistics fit
 # matrices of at most a few hundred rows, where OpenBLAS's thread pool only waits on itself, and on
 # a loaded or shared host far worse: the 100-host fleet answer's blocked fit took 3.8 s with it and
-# 0.04 s without (docs/benchmarks.md, issue 52); in a sweep, its threads would also compete with the
-# I/O being measured. A value the user set stands.
+# 0.04 s without (docs/benchmarks-history.md, "Issue 52: the central PostgreSQL store"); in a sweep,
+# its threads would also compete with the I/O being measured. A value the user set stands.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 # Exit statuses (README, "Exit status"): 0 done; 1 internal error (a bug: the traceback is in a log

@@ -391,8 +391,8 @@ def _add_current(
 
 # A filesystem job's length is set by its data, not by `runtime`: seconds per 256 MiB of `size`
 # (mkfs, mount and populating the tree included), measured in guests under TCG on the development
-# host (full-matrix-fs slice, docs/benchmarks.md: fs-read 4.6–8.4 s, fs-write 6.4–9.3 s per run wall
-# at 256 MiB), plus a fixed part.
+# host (full-matrix-fs slices, docs/benchmarks-history.md, "Quiet-host re-measurement after the
+# merges": fs-read 4.4–8.4 s, fs-write 6.0–9.8 s per run wall at 256 MiB), plus a fixed part.
 FS_JOB_S_PER_256M = {"fs-read": 5.0, "fs-write": 6.0}
 FS_JOB_FIXED_S = 0.5
 

@@ -122,7 +122,8 @@ SPARSE_L2_STRIDE = 512 << 20
 # On the plans' usual 128–256 MiB regions a 1 s run at ~25k IOPS has allocated nearly all 2048
 # clusters of 64 KiB within its first 0.3 s and spends the rest rewriting them (64k vs 1M:
 # 0.94–0.97×, not separable from 5% in 60 runs); on 16 GiB (262144 clusters of 64 KiB, 16384 of 1
-# MiB) most writes allocate: 1M 1.28× 64k in 4 runs (docs/benchmarks.md). The space a run allocates
+# MiB) most writes allocate: 1M 1.28× 64k in 4 runs (docs/benchmarks-history.md,
+# "Issue 24: `modern` on a quiet host"). The space a run allocates
 # is what it touches: ≤ 2 GiB at 64 KiB clusters, up to ~12 GiB at 1 MiB (QEMU fallocates the rest
 # of each new cluster), freed when the run's image is deleted. seq-write-zeroes-1m-first uses the
 # same size: its writes go no faster than the block layer's transport (NBD over a UNIX socket,
@@ -242,8 +243,8 @@ PRESETS: dict[str, Workload] = {
         ),
         # The first pass over fresh space is what a guest zeroing a new disk does, and where zero
         # detection saves the most: with it off every write also allocates; on a plan's small region
-        # a run wraps around and mostly rewrites (docs/benchmarks.md: qcow2 on/off 2.11× on first
-        # writes vs 1.72× wrapping around).
+        # a run wraps around and mostly rewrites (docs/benchmarks-history.md, "Issue 24: zero
+        # detection in the block layer": qcow2 on/off 2.11× on first writes, 1.72× wrapping around).
         _fio(
             "seq-write-zeroes-1m-first",
             "sequential write of zero-filled 1 MiB blocks across a fresh "

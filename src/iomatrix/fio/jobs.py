@@ -23,7 +23,8 @@ PREFILL_JOB = "prefill"
 # costs nothing at start-up, and its few ns per call are nothing against an NBD round trip of ≥ 10
 # µs. The block-layer tier uses it (0.28–0.31 s → 0.21–0.22 s per fio start); in TCG guests it saved
 # nothing measurable (their fio start-up is the prefill and fio's own sleeps), so the guest keeps
-# fio's default. docs/benchmarks.md (issues 10, 15).
+# fio's default. docs/benchmarks-history.md: "Block layer: where a run's overhead goes, and what
+# was cut" (issue 10), "Quiet-host re-measurement after the merges" (issue 15).
 FIO_CLOCKSOURCE = "--clocksource=clock_gettime"
 # The measured job logs its IOPS per interval into IOPS_LOG_FILE (in fio's
 # working directory), ~10 points per run, for the steady-state check.

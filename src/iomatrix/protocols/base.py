@@ -129,7 +129,7 @@ class NetworkProtocol(ABC):
     # go (built-in protocols in module name order within each place).
     axes_before: ClassVar[str | None] = None
     # Seconds one durability trial takes on it where that differs from the tier's own (a Ceph trial
-    # makes and fences more: docs/benchmarks.md).
+    # makes and fences more: docs/benchmarks-history.md, "Issue 35: a Ceph client crash").
     durability_trial_s: ClassVar[float | None] = None
 
     # ----------------------------------------------------------------------- the lab and the tiers

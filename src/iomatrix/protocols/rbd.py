@@ -360,7 +360,8 @@ class Rbd(NetworkProtocol):
         "snapshots)"
     )
     # A trial on Ceph RBD also makes two RBD images, fences the crashed client and reads both images
-    # back through librbd: 7.5-11.4 s measured, about 9 s (docs/benchmarks.md, issue 35).
+    # back through librbd: 7.5-11.4 s measured, about 9 s (docs/benchmarks-history.md, "Issue 35: a
+    # Ceph client crash").
     durability_trial_s = 9.0
     # the lab cluster's monitor and OSD, the ceph/rbd tools, QEMU's rbd driver (block-rbd.so)
     packages: ClassVar[tuple[str, ...]] = (

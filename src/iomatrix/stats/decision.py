@@ -125,6 +125,7 @@ from iomatrix.stats.equivalence import (
 from iomatrix.stats.looks import rounds_needed
 from iomatrix.stats.ranking import RankedRow, Ranking
 from iomatrix.stats.ruling_out import rounds_to_rule_out, ruled_out_p
+from iomatrix.stats.worse_than_best import worse_than_best_p
 
 TIE_BREAKS = ("safety", "keeper", "simplicity", "performance", "name")
 DEFAULT_TIE_BREAK = ("safety", "keeper", "simplicity")
@@ -343,10 +344,17 @@ def classify(
     *equivalent*. ``eliminated``: cell → the cell the race eliminated it against (decide)."""
     best = ranked[0].name
     top, behind, separated = [best], [], []
+    # one-sided against the best, Holm over the k − 1 (stats/worse_than_best.py), at half the look's
+    # level: the race's test, so a cell it eliminated as worse is separated here too
+    worse = worse_than_best_p(analysis, best, [r.name for r in ranked], higher_is_better)
     for r in ranked[1:]:
         if _gap(r, higher_is_better) <= threshold:
             top.append(r.name)
-        elif _significant_vs_best(r, best, alpha, analysis):
+        elif _significant_vs_best(r, best, alpha, analysis) or (
+            analysis is not None
+            and r.name in worse
+            and worse[r.name] < analysis.pair(r.name, best).level / 2
+        ):
             separated.append(r.name)
         else:
             behind.append(r.name)

@@ -72,14 +72,22 @@ when the race for a workload is over.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from iomatrix.stats.blocked import BlockedAnalysis, blocked_analysis
-from iomatrix.stats.decision import equivalence_margin, gap_to_best, pair_sd, rounds_to_settle
+from iomatrix.stats.blocked import BlockedAnalysis, BlockedPair, blocked_analysis
+from iomatrix.stats.decision import (
+    equivalence_margin,
+    gap_to_best,
+    pair_sd,
+    rounds_to_separate,
+    rounds_to_settle,
+)
 from iomatrix.stats.equivalence import tost
 from iomatrix.stats.looks import DECISION_ALPHA, look_index
 from iomatrix.stats.ruling_out import ruled_out_p
+from iomatrix.stats.worse_than_best import worse_than_best_p
 
 # equivalence_margin: stats/__init__.py exports it from here.
 __all__ = ["equivalence_margin", "race_step", "stop_reason"]
@@ -188,6 +196,8 @@ def race_step(
         threshold if margin is None else margin,
     )
     ruled = _ruled_out(an, racing, best, rules)
+    # one-sided against the best, Holm over the k − 1 (stats/worse_than_best.py)
+    worse = worse_than_best_p(an, best, racing, higher_is_better)
     decisions: list[Elimination] = []
     top = {best}
     contenders: set[str] = set()
@@ -198,7 +208,7 @@ def race_step(
         if u == best:
             decisions.append(Elimination(u, "keep", "current best"))
             continue
-        decision, place = _judge(u, best, an, eq_an, ruled, rules)
+        decision, place = _judge(u, best, an, eq_an, (ruled, worse), rules)
         decisions.append(decision)
         if place == "top":
             top.add(u)
@@ -238,7 +248,7 @@ def _judge(
     best: str,
     an: BlockedAnalysis,
     eq_an: BlockedAnalysis,
-    ruled: Mapping[str, float],
+    tests: tuple[Mapping[str, float], Mapping[str, float]],
     rules: _Rules,
 ) -> tuple[Elimination, str]:
     """One unit against the best (steps 3–5 of the module docstring): its decision, and "top"
@@ -250,6 +260,15 @@ def _judge(
         f"{pr.level:.2g}, the level of look {look_index(pr.paired_rounds)} of α={alpha:g}: "
         f"{pr.paired_rounds} shared rounds"
     )
+    ruled, worse = tests
+    one_sided = worse.get(u, 1.0)
+    if not pr.significant and one_sided < pr.level / 2 and gap > rules.threshold:
+        return Elimination(
+            u,
+            "eliminated",
+            f"significantly worse than {best} by {gap:.0%} (one-sided against the best, Holm "
+            f"p={one_sided:.2g} < half {level}; threshold {pct})",
+        ), ""
     if pr.significant and gap > rules.threshold:
         return Elimination(
             u,
@@ -257,7 +276,7 @@ def _judge(
             f"significantly worse than {best} by {gap:.0%} "
             f"(Holm p={pr.p_adjusted:.2g} < {level}; threshold {pct})",
         ), ""
-    if u in ruled and ruled[u] < pr.level:
+    if u in ruled and ruled[u] < pr.level and not _separable_soon(pr, rules):
         # Stops the race for u; it does not make the best "the answer" over u (stats/decision.py).
         return Elimination(
             u,
@@ -304,6 +323,21 @@ def _judge(
     return Elimination(
         u, "keep", f"{gap:.0%} behind {best} but not significantly (Holm p={pr.p_adjusted:.2g})"
     ), "contender"
+
+
+def _separable_soon(pr: BlockedPair, rules: _Rules) -> bool:
+    """A unit shown unable to beat the best by θ (ruled out) runs on while the rounds left would
+    more likely than not also separate it (FUTILITY_POWER, ``rounds_to_separate``): ruled out,
+    the answer can only say "cannot be more than θ better"; separated, it says "decided".
+    A cell 38 % behind on 3 rounds (2 df) is ruled out at once, yet separated two rounds later; it
+    used to stop at the first, and the quickstart's answers stayed undecided (issue 71)."""
+    left = rules.rounds_left
+    if not left or left <= 0 or pr.ratio is None or not pr.ratio > 0:
+        return False
+    extra = rounds_to_separate(
+        math.log(pr.ratio), pair_sd(pr), pr.paired_rounds, rules.alpha, FUTILITY_POWER
+    )
+    return extra is not None and extra <= left
 
 
 STABLE_ROUNDS = 2

@@ -29,7 +29,8 @@ class BlockLayer(TierDeclaration):
     # QEMU's block graph and its NBD export (the request issuer: FRONTEND), no guest device
     layers = frozenset({Layer.PROCESS, Layer.HOST_IO, Layer.IMAGE, Layer.FRONTEND})
     runs_many_clients = True  # tiers/contention.py
-    # Measured on the development host (docs/benchmarks.md): image + daemon start + teardown.
+    # Measured on the development host (docs/benchmarks-history.md, "Block layer: where a run's
+    # overhead goes, and what was cut"): image + daemon start + teardown.
     overhead_s = 0.7
     order = 10
     uses_images = True

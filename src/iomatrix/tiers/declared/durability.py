@@ -51,7 +51,8 @@ class Durability(TierDeclaration):
     # Not FRONTEND: what it measures is lost writes, and its two-disk command line attaches no
     # IOThread.
     layers = frozenset(Layer) - {Layer.FRONTEND}
-    # a whole trial: boot, mkfs, writing until the cut, verification (docs/benchmarks.md)
+    # a whole trial: boot, mkfs, writing until the cut, verification: 5.6-6.6 s per trial with the
+    # runner's work (docs/benchmarks-history.md, "Durability trial", "Durability trial on xfs")
     overhead_s = 5.8
     # TCG boots (and batches of runs) past a spent budget: run_timeout.py
     budget_margin_floor_s = 180.0

@@ -44,8 +44,8 @@ class Guest(TierDeclaration):
     overlaps_host_ready = True
     # One microvm boot and shutdown shared by a batch, under TCG, with the host's work between boots
     # (sync and cache dropping, images created and removed): ~2.3 s + 1.2–2.3 s on a quiet host
-    # (docs/benchmarks.md, "Sweeps through the runner"); `modern`'s sweeps measured 3.2–3.8 s at
-    # load 1–3.
+    # (docs/benchmarks-history.md, "Guest tier efficiency: shared boots and microvm", "Sweeps
+    # through the runner"); `modern`'s sweeps measured 3.2–3.8 s at load 1–3.
     batch_overhead_s = 3.3
     # Per run inside a boot: fio's own start-up beyond its runtime (0.38–0.46 s measured) and
     # finding the disk.
