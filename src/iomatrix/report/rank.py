@@ -165,6 +165,7 @@ class WorkloadRanking:
         than 95% because the race looks at the data after every round (stats/looks.py); a 95%
         interval read at every look would call a difference that is not there too often."""
         best = self.ranking.best
+        d = self.decision
         clear = []
         for row in self.ranking.rows:
             r = row.ratio_to_best
@@ -172,13 +173,17 @@ class WorkloadRanking:
                 continue
             if r.high is None or (r.low <= 1 <= r.high):
                 continue
-            pair = next(
-                (c for c in self.ranking.comparisons if {c.a, c.b} == {row.name, best}), None
-            )
-            if pair is None or pair.significant:
-                continue
-            level = pair.test.level or self.ranking.alpha
-            clear.append(f"{row.name} (Holm p={pair.p_adjusted:.2g} ≥ {level:.2g})")
+            if d is not None:
+                # the decision's own word: a contender it could not separate from the leader
+                if row.name not in d.unresolved:
+                    continue
+            else:
+                pair = next(
+                    (c for c in self.ranking.comparisons if {c.a, c.b} == {row.name, best}), None
+                )
+                if pair is None or pair.significant:
+                    continue
+            clear.append(row.name)
         if not clear:
             return []
         return [
