@@ -3,6 +3,12 @@ difference (the power curve, issue 71), with the A/A check in the same runs (not
 
     python bench/power_curve.py [--sweeps 4] [--budget 4.5m] [--keep DIR] [--json]
     python bench/power_curve.py --rejudge DIR [--json]    (--analyse DIR: as raced)
+    python bench/power_curve.py --fixed 9 --sweeps 5 --keep DIR; then --rejudge DIR
+
+With `--fixed N` every unit runs N rounds (no race, no budget), and `--rejudge` replays each effect
+size as its own quick-shaped race (twin-a, twin-b, that throttled twin) for at most 9 rounds, the
+quickstart's length, by the rule in the code: the power curve docs/benchmarks.md records. The raced
+sweeps below stop the throttled twins early, so their replays have only those rounds.
 
 Each sweep is one plan run as a user runs it (`iomatrix run PLAN --db …`), the size of the
 quickstart's: 18 units, quick's budget (4.5 minutes), repetitions and precision phase. Its cells
@@ -500,6 +506,30 @@ def replayed(dbs: list[Path]) -> tuple[list[Race], list[Twins]]:
     return races, aa
 
 
+def _race_verdict(rj: object, judged: object, twins: tuple[str, str], slow: str) -> int:
+    """+1 when the race decided the throttled twin worse: against twin-a itself, or separated from
+    the best (eliminated as significantly worse than it, or in the decision's separated cells)
+    while the best is an unthrottled twin; −1 when an unthrottled twin was decided worse than the
+    throttled one; 0 when neither. In a race of twin-a, twin-b and one throttled twin the leader
+    is either twin about half the time: "significantly worse than twin-b" decides the A/B race as
+    much as "than twin-a" does (the two are tied within the threshold there)."""
+    base = twins[0]
+    v = rj.twin_verdict(judged, base, slow)  # type: ignore[attr-defined]
+    if v != 0:
+        return v
+    stop = judged.replay.stopped.get(slow)  # type: ignore[attr-defined]
+    separated = set(judged.decision.separated)  # type: ignore[attr-defined]
+    worse = stop is not None and any(
+        stop[1].reason.startswith(f"significantly worse than {t} ") for t in twins
+    )
+    best = judged.ranking.rows[0].name if judged.ranking.rows else None  # type: ignore[attr-defined]
+    if worse or (slow in separated and best in twins):
+        return 1
+    if best == slow and any(t in separated for t in twins):
+        return -1
+    return 0
+
+
 def replayed_per_size(dbs: list[Path], max_rounds: int) -> tuple[list[Race], list[Twins]]:
     """Each effect size its own quick-shaped race, replayed on the kept runs by the rule now in the
     code for at most `max_rounds` rounds (the quickstart's races reach 6–9): on the block layer,
@@ -561,7 +591,7 @@ def replayed_per_size(dbs: list[Path], max_rounds: int) -> tuple[list[Race], lis
                         db.name,
                         race.workload,
                         slower,
-                        rj.twin_verdict(judged, base, slow),
+                        _race_verdict(rj, judged, (base, other), slow),
                         _shared_rounds(kept, base, slow),
                         _measured(judged.ranking, base, slow),
                     )

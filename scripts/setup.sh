@@ -99,6 +99,21 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 2
 fi
 
+# Safe beside another setup.sh, and beside scripts/test (issue 69): what two runs would share is taken in turn. apt
+# (and the policy-rc.d it writes) is the host's: one lock for the host. The .venv is this checkout's: one lock per
+# checkout, so that the fleet demo's hosts (a checkout each) install side by side. The guest build's cache has a lock
+# per entry of its own (src/iomatrix/guest/cache.py). A step waiting for another run's says so.
+lock_dir=/run/lock
+[ -d "$lock_dir" ] || lock_dir=/tmp
+# take_lock FD FILE WHAT: hold FILE's lock on descriptor FD until it is closed (exec FD>&-) or setup exits.
+take_lock() {
+    eval "exec $1>\"\$2\""
+    if ! flock -n "$1"; then
+        echo "setup: waiting for another scripts/setup.sh on this host ($3, lock $2)"
+        flock "$1"
+    fi
+}
+
 # Why each package: qemu-system-x86/qemu-utils run guests and create images; qemu-system-common has
 # qemu-storage-daemon (the block-layer tier runs the cell's graph in it, without a guest);
 # fio is the workload on bare metal and (copied into the initramfs) in guests;
@@ -187,6 +202,14 @@ apt_install() {
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
     done
     if [ "${#missing[@]}" -eq 0 ]; then return 0; fi
+    take_lock 8 "$lock_dir/iomatrix-setup-apt.lock" "its apt-get"
+    # (another run may have installed them while this one waited)
+    local still=()
+    for p in "${missing[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || still+=("$p")
+    done
+    if [ "${#still[@]}" -eq 0 ]; then exec 8>&-; return 0; fi
+    missing=("${still[@]}")
     # The list wrapped to fit 100 columns, as every line iomatrix prints does.
     echo "setup: installing ${#missing[@]} Debian packages:"
     echo "${missing[*]}" | fold -s -w 96 | sed 's/^/  /'
@@ -202,8 +225,13 @@ apt_install() {
         own_policy=1
         trap 'rm -f /usr/sbin/policy-rc.d' EXIT
     fi
-    if [ "$apt_updated" = 0 ]; then apt-get update -qq && apt_updated=1 || status=$?; fi
-    if [ "$status" = 0 ]; then apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || status=$?; fi
+    # dpkg's own lock is waited for too (an unattended upgrade); the lock's descriptor is not handed to apt-get, so
+    # that no process it leaves running could hold it
+    local wait_dpkg=(-o DPkg::Lock::Timeout=600)
+    if [ "$apt_updated" = 0 ]; then apt-get update -qq "${wait_dpkg[@]}" 8>&- && apt_updated=1 || status=$?; fi
+    if [ "$status" = 0 ]; then
+        apt-get install -y -qq --no-install-recommends "${wait_dpkg[@]}" "${missing[@]}" >/dev/null 8>&- || status=$?
+    fi
     if [ "$own_policy" = 1 ]; then rm -f "$policy"; trap - EXIT; fi
     # Installing enables the units on a systemd host even when nothing starts them: disable those of the packages
     # installed just now (a service the administrator had before is left as it was).
@@ -216,6 +244,7 @@ apt_install() {
             done
         done
     fi
+    exec 8>&-
     return "$status"
 }
 apt_updated=0
@@ -238,6 +267,7 @@ if [ -n "$fio_binary" ]; then
 fi
 
 # Python: a virtualenv beside the checkout. Prefer python3 on PATH when it is >= 3.11.
+take_lock 9 "$lock_dir/iomatrix-setup-venv-$(printf '%s' "$here" | sha256sum | cut -c1-16).lock" "$here/.venv"
 py="$(command -v python3)"
 if ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then py=/usr/bin/python3; fi
 if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
@@ -245,13 +275,26 @@ if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import sys; sys.exit(sys.
     rm -rf .venv
     "$py" -m venv .venv
 fi
-# The stamp holds the extras installed (one per line): a --minimal venv gets the test tools when asked later.
+# The stamp holds the extras installed (one per line): a --minimal venv gets the test tools when asked later. The
+# project stamp holds the sha256 of what pip installs from pyproject.toml (its [project] and [build-system] tables:
+# dependencies, extras, entry points), not its time: a checkout, merge or comment that leaves them as they were
+# changes nothing, and tests running beside this never see pip replace the package under them (issue 69).
 stamp=.venv/.iomatrix-installed
+project_stamp=.venv/.iomatrix-project-sha256
+project_sha=$(.venv/bin/python -c 'import hashlib, json, tomllib
+d = tomllib.load(open("pyproject.toml", "rb"))
+what = {k: d.get(k) for k in ("project", "build-system")}
+print(hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest())')
+# (a venv installed before the project stamp existed, its stamp newer than pyproject.toml, was installed from it)
+if [ -f "$stamp" ] && [ ! -f "$project_stamp" ] && [ ! pyproject.toml -nt "$stamp" ]; then
+    echo "$project_sha" > "$project_stamp"
+fi
 extras_missing=0
 for e in ${extras//,/ }; do
     if [ ! -f "$stamp" ] || ! grep -qx "$e" "$stamp"; then extras_missing=1; fi
 done
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! .venv/bin/python -c 'import iomatrix' 2>/dev/null \
+if [ ! -f "$stamp" ] || [ "$(cat "$project_stamp" 2>/dev/null)" != "$project_sha" ] \
+        || ! .venv/bin/python -c 'import iomatrix' 2>/dev/null \
         || [ "$extras_missing" = 1 ] || { [ "$fleet" = 1 ] && [ ! -x .venv/bin/ansible-playbook ]; }; then
     echo "setup: installing iomatrix and its Python dependencies (${extras:-no extras}) into .venv"
     # The venv's own pip as it comes (Python >= 3.11 brings pip >= 22.3, which installs this pyproject editable):
@@ -266,6 +309,8 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! .venv/bin/python -c
     # Extras installed before stay installed: keep them in the stamp with the new ones.
     { [ -f "$stamp" ] && cat "$stamp"; for e in ${extras//,/ }; do echo "$e"; done; } | sort -u > "$stamp.new"
     mv "$stamp.new" "$stamp"
+    echo "$project_sha" > "$project_stamp.new"
+    mv "$project_stamp.new" "$project_stamp"
 else
     echo "setup: Python environment up to date"
 fi
@@ -291,6 +336,8 @@ elif [ -e .venv/bin/fio ]; then
     echo "setup: removing .venv/bin/fio (Debian's fio serves this install)"
     rm -f .venv/bin/fio
 fi
+
+exec 9>&-  # the venv is done: the guest build below waits on its cache entries' own locks
 
 # Guest kernel + initramfs with fio (cached; rebuilt only when versions change).
 if [ "$guest" = 1 ]; then

@@ -86,8 +86,8 @@ def main(modules: list[str]) -> None:
             failure = _error(error)
         lines = [f"{name}\t{failure or 'ok'}"]
         if failure:  # its modules would fail on it: a fresh interpreter imports it first
-            lines += [f"{m}\tnot tried: {name} cannot be imported first" for m in modules]
-            lines = [line for line in lines if line.startswith((name + "\t", name + "."))]
+            under_it = [m for m in modules if m.startswith(name + ".")]
+            lines += [f"{m}\tnot tried: {name} cannot be imported first" for m in under_it]
         for line in lines:  # a write below PIPE_BUF is never interleaved with another's
             os.write(results_write, line.encode()[:4000] + b"\n")
         os.write(tokens_write, b"x")

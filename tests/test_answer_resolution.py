@@ -35,6 +35,9 @@ def test_rounds_needed_become_minutes_and_a_budget() -> None:
     assert "round" not in said
     assert settle_text(1272, 2.4, "4m").startswith("about 2 hours more")
     assert settle_text(None, 2.4, "4m") == ""  # no estimate: nothing promised
+    # more than a day of runs: no budget a user would set; said as such, in days, not rounds
+    absurd = settle_text(100_000, 2.4, "4m")
+    assert absurd == "not within any budget: about 6 days more would settle it", absurd
 
 
 def test_every_ratio_reads_the_pick_against_the_other() -> None:

@@ -506,10 +506,6 @@ def _sweep(
     return con, values
 
 
-def _mean(xs: list[float]) -> float:
-    return sum(xs) / len(xs)
-
-
 BASE = {
     "tier": ["blocklayer"],
     "cache": ["none"],
@@ -525,9 +521,12 @@ BASE = {
 @pytest.mark.slow
 @needs("fio")
 @needs("qemu-storage-daemon")
-def test_block_layer_zero_detection_is_faster_on_zero_filled_writes(tmp_path: Path) -> None:
+def test_block_layer_zero_detection_runs_on_zero_filled_writes(tmp_path: Path) -> None:
     # Zero detection in a workload table: the zero-filled writes run with it off and on, random
-    # writes (which it cannot change) on the tier's one cell only.
+    # writes (which it cannot change) on the tier's one cell only; one run each. How much faster
+    # zero-filled writes go with it on (1.72× on a quiet host: docs/benchmarks-history.md, "Issue
+    # 24: zero detection in the block layer") is bench/zero_detection.py's to measure, not a
+    # test's: a measured ratio asserted here was a speed assertion (issue 67).
     con, bw = _sweep(
         tmp_path,
         {
@@ -536,23 +535,22 @@ def test_block_layer_zero_detection_is_faster_on_zero_filled_writes(tmp_path: Pa
             "format": ["qcow2"],
             "workloads": ["seq-write-zeroes-1m", "rand-write-4k"],
             "blocklayer": {"seq-write-zeroes-1m": {"detect_zeroes": ["off", "on"]}},
+            "repetitions": {"min": 1, "max": 1},
         },
     )
     argv = [json.loads(m)["daemon_argv"] for (m,) in con.execute("SELECT meta_json FROM runs")]
-    assert sum(",detect-zeroes=on," in a[a.index("--blockdev") + 1] for a in argv) == 3
+    assert sum(",detect-zeroes=on," in a[a.index("--blockdev") + 1] for a in argv) == 1
     random = con.execute(
         "SELECT DISTINCT c.key, COUNT(*) FROM runs r JOIN cells c ON c.id=r.cell_id "
         "WHERE r.workload='rand-write-4k' AND r.status='ok' GROUP BY c.key"
     ).fetchall()
-    assert random == [("blocklayer/qcow2/off/none/threads/-/dir/none", 3)]
+    assert random == [("blocklayer/qcow2/off/none/threads/-/dir/none", 1)]
+    # both zero-filled cells measured (their ratio is not asked)
     off, on = (
         bw["blocklayer/qcow2/off/none/threads/-/dir/none"],
         bw["blocklayer/qcow2/off/none/threads/-/dir/none+detect_zeroes=on"],
     )
-    # The physics with a margin: 1.72x measured on a quiet host (docs/benchmarks-history.md,
-    # "Issue 24: zero detection in the block layer"), 1.50x in a CI run beside other work (each
-    # side's runs within 3%); without zero detection's effect the ratio would be 1.
-    assert _mean(on) > 1.25 * _mean(off), (on, off)
+    assert len(off) == len(on) == 1 and off[0] > 0 and on[0] > 0, (off, on)
 
 
 @pytest.mark.slow
@@ -600,11 +598,15 @@ def test_block_layer_runs_cluster_sizes_and_trims(tmp_path: Path) -> None:
 @pytest.mark.slow
 @needs("fio")
 @needs("qemu-storage-daemon")
-def test_block_layer_whole_image_l2_cache_reads_a_wide_thin_image_faster(tmp_path: Path) -> None:
+def test_block_layer_whole_image_l2_cache_runs_on_a_wide_thin_image(tmp_path: Path) -> None:
     # A 1 TiB thin image with all 2048 of its L2 tables (64 KiB clusters): QEMU's default cache (32
-    # MiB) holds a quarter of them, whole-image (128 MiB) all. Measured here: about 10× more reads
-    # per second with whole-image (docs/benchmarks-history.md, "Issue 24: the qcow2 L2 cache"); the
-    # test asks for 2×.
+    # MiB) holds a quarter of them, whole-image (128 MiB) all. Here: that both cells run that image
+    # with the cache size each asks for, two runs each (recommend --min-runs 2). How much faster
+    # whole-image reads (about 10× on a quiet host: docs/benchmarks-history.md, "Issue 24: the
+    # qcow2 L2 cache") is bench/l2_cache.py's to measure, not a test's (issue 67: the 2× this test
+    # asked for was a measured speed, and its three runs per cell took a minute); that the decision
+    # rule names whole-image on such runs is
+    # test_whole_image_l2_cache_is_the_answer_on_captured_runs.
     con, iops = _sweep(
         tmp_path,
         {
@@ -614,6 +616,7 @@ def test_block_layer_whole_image_l2_cache_reads_a_wide_thin_image_faster(tmp_pat
             "aio": ["io_uring"],
             "l2_cache": ["default", "whole-image"],
             "workloads": ["rand-read-4k-sparse-1t"],
+            "repetitions": {"min": 2, "max": 2},
         },
     )
     runs = [
@@ -623,7 +626,7 @@ def test_block_layer_whole_image_l2_cache_reads_a_wide_thin_image_faster(tmp_pat
             "c.id=r.cell_id WHERE r.status='ok'"
         )
     ]
-    assert len(runs) == 6
+    assert len(runs) == 4
     for key, meta, job in runs:
         # The workload's own image and region, not the plan's 512 MiB image and 256 MiB region.
         assert (
@@ -633,17 +636,19 @@ def test_block_layer_whole_image_l2_cache_reads_a_wide_thin_image_faster(tmp_pat
         )
         graph = meta["daemon_argv"][meta["daemon_argv"].index("--blockdev") + 1]
         assert (",l2-cache-size=134217728," in graph) == key.endswith("l2_cache=whole-image"), graph
-    whole = iops["blocklayer/qcow2/off/none/io_uring/-/dir/none+l2_cache=whole-image"]
-    default = iops["blocklayer/qcow2/off/none/io_uring/-/dir/none"]
-    # The physics, with a margin: measured ~10× on a quiet host, asked 2× (a loaded host slows both
-    # cells).
-    assert _mean(whole) > 2 * _mean(default), (whole, default)
+    # each cell measured: a read rate stored for both (their ratio is not asked)
+    assert sorted(iops) == [
+        "blocklayer/qcow2/off/none/io_uring/-/dir/none",
+        "blocklayer/qcow2/off/none/io_uring/-/dir/none+l2_cache=whole-image",
+    ] and all(v > 0 for xs in iops.values() for v in xs), iops
     # Nothing left on the backing: each run's image is removed.
     assert not list((tmp_path / "work").glob("backings/*/*.qcow2*"))
-    # The recommendation reads these runs without error; *which* answer three runs per cell give
-    # depends on how a loaded host spread them, so the decision rule is checked on captured runs
-    # instead (test_whole_image_l2_cache_is_the_answer_on_captured_runs).
-    rec = run_cli("recommend", "--db", str(tmp_path / "r.sqlite"), "--target", "qemu")
+    # The recommendation reads these runs without error; *which* answer they give depends on how a
+    # loaded host spread them, so the decision rule is checked on captured runs instead
+    # (test_whole_image_l2_cache_is_the_answer_on_captured_runs).
+    rec = run_cli(
+        "recommend", "--db", str(tmp_path / "r.sqlite"), "--target", "qemu", "--min-runs", "2"
+    )
     assert rec.returncode == 0, rec.stderr
     assert "l2_cache=whole-image" in rec.stdout
 

@@ -15,8 +15,9 @@ from iomatrix.errors import UserError
 from iomatrix.report.rank import rank_sweep
 from iomatrix.report.recommend import answer_of, recommend
 from iomatrix.stats import Ranking, rank
-from iomatrix.stats.decision import decide
+from iomatrix.stats.decision import MORE_TIME, decide
 from iomatrix.stats.equivalence import tost
+from iomatrix.stats.looks import look_level
 from iomatrix.store import Store
 
 CAPTURED = Path(__file__).parent / "data" / "quick-reversals"
@@ -38,12 +39,14 @@ NEAR = [0.002 + (0.004 if i % 2 else -0.004) for i in range(12)]
 
 
 def test_tost_worked_example() -> None:
-    # stats/equivalence.py's docstring: d = 0.01 on 9 df at the 8th look (level 0.02/72).
-    level = 0.02 / 72
-    assert not tost(math.exp(0.01), 0.008, 9, level, 0.05, True).equivalent
-    t = tost(math.exp(0.01), 0.007, 9, level, 0.05, True)
-    assert t.equivalent and t.p_value == pytest.approx(0.000115, rel=0.01)
-    assert (t.low, t.high) == (pytest.approx(0.9739, abs=1e-4), pytest.approx(1.0476, abs=1e-4))
+    # stats/equivalence.py's docstring: d = 0.01 on 9 df at 10 shared rounds (ℓ* = 0.00240).
+    level = look_level(0.02, 10)
+    assert level == pytest.approx(0.00240, abs=5e-6)
+    no = tost(math.exp(0.01), 0.012, 9, level, 0.05, True)
+    assert not no.equivalent and no.p_value == pytest.approx(0.00369, rel=0.01)
+    t = tost(math.exp(0.01), 0.010, 9, level, 0.05, True)
+    assert t.equivalent and t.p_value == pytest.approx(0.00128, rel=0.01)
+    assert (t.low, t.high) == (pytest.approx(0.9732, abs=1e-4), pytest.approx(1.0483, abs=1e-4))
     # no SE: nothing is shown equivalent
     assert not tost(1.0, None, 9, level, 0.05, True).equivalent
 
@@ -97,11 +100,14 @@ def test_better_is_settled_and_worse_keeps_what_the_user_runs() -> None:
     assert (worse.kind, worse.answer, worse.outcome) == ("single", "raw", "worse")
 
 
-def test_inconclusive_says_how_many_rounds() -> None:
+def test_inconclusive_keeps_the_rounds_needed_and_says_time_not_rounds() -> None:
+    """The estimate stays in the decision (extra_rounds); its statement names no round count
+    (issue 71): the report says it in minutes (report/settle_time.py)."""
     r = _paired(A12[:3], [0.15, -0.05, 0.25])
     d = decide(r, AXES, keep=[("qcow2", "what you run")])
     assert (d.kind, d.outcome, d.answer) == ("unresolved", "inconclusive", None)
-    assert d.extra_rounds is not None and "more round(s)" in d.statement
+    assert d.extra_rounds is not None and MORE_TIME in d.statement
+    assert "round" not in d.statement
 
 
 def test_lower_is_better_bounds_say_how_much_faster_the_best_is() -> None:
@@ -133,8 +139,8 @@ def test_captured_sweeps_inconclusive_tie_and_worse(tmp_path: Path) -> None:
 
 def test_captured_sweep_equivalent_with_a_role_margin(tmp_path: Path) -> None:
     # Sweep c, random writes: raw and qcow2 under writeback 1.00× (0.97–1.03) over 5 shared rounds.
-    # At the third look's level (0.02/12) the TOST interval is about ±7 %: not within 5 %, within a
-    # role's 10 %.
+    # At the looks' level (ℓ* = 0.0024, stats/looks.py) the TOST interval is 0.94–1.06: not within
+    # 5 %, within a role's 10 %.
     store = _captured(tmp_path, "sweep-c")
     try:
         found = {}
@@ -148,15 +154,21 @@ def test_captured_sweep_equivalent_with_a_role_margin(tmp_path: Path) -> None:
     (_, status), v = found[0.10]
     assert status == "equivalent" and v.choice is not None and "format=raw" in v.choice.cell
     assert v.choice.kept.startswith("nothing measured is faster by more than 10% (format=qcow2")
-    assert {a.label for a in v.alternatives} >= {c for c in v.choice.tied}
+    assert "0.94–1.06×" in v.choice.kept
+    # The two cache=none cells, 1.65× behind, ran 3 rounds (the race stopped them there): on 2 df
+    # that is short of ℓ* to call them worse, but they cannot be more than 5% better (ruled out).
+    # The cell the answer is equivalent to is shown among the alternatives with its ratio.
+    assert set(v.choice.ruled_out) == {c for c in v.choice.tied if "cache=none" in c}
+    shown_with = {c for c in v.choice.tied if c not in v.choice.ruled_out}
+    assert shown_with and {a.label for a in v.alternatives} >= shown_with
 
 
 def test_rounds_to_show_equivalence() -> None:
     from iomatrix.stats.equivalence import rounds_to_show_equivalent
 
-    # stats/equivalence.py's worked example: d = 0.01, s = 0.03, 5 rounds done, θ = 5 %: 20 more
+    # stats/equivalence.py's worked example: d = 0.01, s = 0.03, 5 rounds done, θ = 5 %: 10 more
     # rounds.
-    assert rounds_to_show_equivalent(0.01, 0.03, 5, 0.05, True) == 20
+    assert rounds_to_show_equivalent(0.01, 0.03, 5, 0.05, True) == 10
     assert rounds_to_show_equivalent(0.06, 0.03, 5, 0.05, True) is None  # outside the margin: never
     assert rounds_to_show_equivalent(0.01, None, 5, 0.05, True) is None
 

@@ -273,17 +273,22 @@ def test_help_names_values_as_a_cli_does(tmp_path: Path) -> None:
 
 
 def test_plans_lists_estimated_durations(tmp_path: Path) -> None:
-    from iomatrix.commands.plans import duration_range
-    from iomatrix.plan.load import builtin_names
+    """One figure a plan, the one `plan` gives (estimate.estimate_sweep; issue 70)."""
+    from iomatrix.estimate import duration_text, estimate_sweep
+    from iomatrix.plan.load import builtin_names, load_plan
+    from iomatrix.sweep.expansion import plan_expansion
 
-    proc = _cli("plans", cwd=tmp_path)
+    proc = _cli("plans", cwd=tmp_path, env={"COLUMNS": "200"})
     assert proc.returncode == 0, proc.stderr
     assert "estimated" in proc.stdout.splitlines()[0]
     rows = {line.split()[0]: line for line in proc.stdout.splitlines()[1:] if line.split()}
     for name in builtin_names():
-        assert name in rows and (" min " in rows[name] or " h " in rows[name]), rows.get(name)
-    assert duration_range(420, 425) == "7 min" and duration_range(120, 720) == "2–12 min"
-    assert duration_range(3600, 9000) == "1.0–2.5 h"
+        plan, base = load_plan(name)
+        figure = estimate_sweep(plan, plan_expansion(plan, base, set())).minutes()
+        assert name in rows and f" {figure} " in rows[name], (figure, rows.get(name))
+        assert "–" not in rows[name].split(figure)[0], rows[name]  # one figure, not a range
+    assert duration_text(420) == "7.0 min" and duration_text(720) == "12 min"
+    assert duration_text(9000) == "2.5 h"
 
 
 def test_guest_info_prints_lines_for_people_and_json_for_machines(tmp_path: Path) -> None:

@@ -4,12 +4,26 @@ computed before issue 52's fleet answer made it a hot path: 10 ms a call)."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
 from scipy.special import ndtri
 
-from iomatrix.stats.looks import FIRST_LOOK, FIRST_WINDOW, MAX_ROUNDS_ESTIMATED, rounds_needed
+from iomatrix.stats.looks import (
+    FIRST_LOOK,
+    FIRST_WINDOW,
+    MAX_ROUNDS_ESTIMATED,
+    look_level,
+    rounds_needed,
+)
+
+
+@functools.cache
+def every_level(alpha: float) -> np.ndarray:
+    """look_level at every n from FIRST_LOOK to MAX_ROUNDS_ESTIMATED, one call a look: the levels
+    the race tests against, not the vectorised copy `rounds_needed` keeps."""
+    return np.array([look_level(alpha, n) for n in range(FIRST_LOOK, MAX_ROUNDS_ESTIMATED + 1)])
 
 
 def over_every_n(
@@ -19,8 +33,7 @@ def over_every_n(
     if sd_log == 0:
         return 1
     n = np.arange(max(FIRST_LOOK, rounds_done + 1), MAX_ROUNDS_ESTIMATED + 1, dtype=float)
-    k = n - FIRST_LOOK + 1
-    level = alpha / (k * (k + 1)) / (2.0 if two_sided else 1.0)
+    level = every_level(alpha)[n.astype(int) - FIRST_LOOK] / (2.0 if two_sided else 1.0)
     need = ((ndtri(1.0 - level) + ndtri(power)) * np.sqrt(2.0) * sd_log / abs(gap_log)) ** 2
     ok = np.nonzero(n >= need)[0]
     return None if ok.size == 0 else max(1, int(n[ok[0]]) - rounds_done)

@@ -54,7 +54,7 @@ def test_a_sweep_gives_each_run_the_budget_left(tmp_path: Path) -> None:
             "name": "budget",
             "tier": ["fake-timed"],
             "cache": ["writeback"],
-            "workloads": ["rand-read-4k"],
+            "workloads": ["rand-read-4k", "rand-write-4k", "seq-write-1m"],
             "repetitions": {"min": 3, "max": 3},
             "keep_caches_warm": True,
             "time_budget": "1m",
@@ -74,8 +74,9 @@ def test_a_sweep_gives_each_run_the_budget_left(tmp_path: Path) -> None:
         ).run()
     finally:
         store.close()
-    # The minimum runs even with the budget spent, each bounded by the margin alone (60 s; before:
-    # 300 s each).
+    # Each unit's first run starts even with the budget spent (its later minimum runs do not: issue
+    # 70), each bounded by the budget left and the margin (60 s alone once it is spent; before: 300
+    # s each).
     assert TimedTier.timeouts == [120.0, 80.0, 60.0]
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from iomatrix.commands.run import budget_lines
 from iomatrix.plan.load import plan_from_dict
 from iomatrix.plan.model import Plan
 from iomatrix.runner import SweepResult, SweepRunner
@@ -317,12 +318,28 @@ def test_the_time_budget_stops_repetitions_beyond_min(store: Store, tmp_path: Pa
     )
 
 
-def test_the_minimum_runs_even_with_the_budget_spent(store: Store, tmp_path: Path) -> None:
+def test_the_budget_stops_the_minimum_runs_past_each_units_first(
+    store: Store, tmp_path: Path
+) -> None:
+    """The budget is a wall-clock limit (issue 70): with it spent, each unit keeps its first run and
+    no more, and the result says which units fell short of their minimum."""
     host = ScriptedHost(default=noisy)
     plan = make_plan(reps=(2, 10), repetition_policy="ci-width", time_budget="15s")
     result = sweep(plan, store, host, tmp_path)
-    assert len(runs(store, result.sweep_id)) == 4 and host.clock.now == 40.0
-    assert {s[0] for s in stops(store, result.sweep_id).values()} == {"budget"}
+    assert len(runs(store, result.sweep_id)) == 2 and host.clock.now == 20.0
+    reason = "time budget spent at 1 of its 2 minimum runs"
+    assert {s[:2] for s in stops(store, result.sweep_id).values()} == {("budget", reason)}
+    assert sorted((k, ok) for k, _, ok in result.short_of_minimum) == [
+        (unit_key("fake", w), 1) for w in ("rand-read-4k", "rand-write-4k")
+    ]
+    # said once in the end's budget line, not as a "not converged" line per unit
+    assert result.not_converged == []
+    assert (result.budget_s, result.elapsed_s) == (15.0, 20.0)
+    assert budget_lines(result, "15s", 2) == [
+        "time: 0.3 min of the 15s time budget, set-up 0 s included",
+        "budget reached: 1 cell kept its first runs only (2 cell×workload units at 1 of the 2 "
+        "minimum runs; a longer time_budget in the plan gives them all their minimum)",
+    ]
 
 
 def test_a_resumed_sweep_counts_the_earlier_sessions_run_time(store: Store, tmp_path: Path) -> None:

@@ -109,14 +109,53 @@ def test_noisy_unit_runs_to_max_while_steady_one_stops_at_min() -> None:
     assert s.reasons() == {"steady": "converged", "noisy": "max runs reached"}
 
 
-def test_budget_stops_extra_runs_but_never_the_minimum() -> None:
+def test_budget_stops_the_minimum_runs_too_but_never_a_units_first_run() -> None:
     clock = FakeClock()
     s = make(["a", "b"], min_runs=3, max_runs=50, budget=4.0, clock=clock)
     log = drive(s, noisy, clock=clock)
-    # The minimum (3 each) completes although the budget runs out after 4 runs; nothing beyond it
-    # starts.
-    assert sum(k == "a" for k, _, _ in log) == 3 and sum(k == "b" for k, _, _ in log) == 3
-    assert set(s.reasons().values()) == {"time budget spent"}
+    # The budget runs out after 4 runs: the third round (their minimum) does not start.
+    assert sum(k == "a" for k, _, _ in log) == 2 and sum(k == "b" for k, _, _ in log) == 2
+    assert set(s.reasons().values()) == {"time budget spent at 2 of its 3 minimum runs"}
+    assert {v.kind for v in s.verdicts().values() if v} == {StopKind.BUDGET}
+    assert s.short_of_minimum() == ["a", "b"]
+    # A budget spent before the first round ends still gives every unit its first run: a unit
+    # without a value answers nothing.
+    clock = FakeClock()
+    s = make(list("abcd"), min_runs=3, max_runs=50, budget=2.0, clock=clock)
+    log = drive(s, noisy, clock=clock)
+    assert sorted(k for k, _, _ in log) == list("abcd")
+    assert s.short_of_minimum() == list("abcd")
+
+
+def test_a_run_the_budget_cannot_hold_is_not_started_at_the_units_own_pace() -> None:
+    """The budget is a wall-clock limit (issue 70): a minimum run that would end past it does not
+    start, judged by the unit's mean wall so far, or the session's before the unit's first run
+    here (a resumed unit)."""
+    clock = FakeClock()
+    # `resumed` has its round-1 run from an earlier session
+    states = [
+        UnitState("slow"),
+        UnitState("fast"),
+        UnitState("resumed", ok=1, points=[(1, 100.0)], rounds={1}),
+    ]
+    s = make([], min_runs=3, max_runs=3, budget=30.0, clock=clock, states=states)
+    walls = {"slow": 10.0, "fast": 1.0, "resumed": 1.0}
+    started = []
+    while slots := s.next_round():
+        for slot in slots:
+            if s.should_start(slot):
+                started.append(slot.key)
+                clock.t += walls[slot.key]
+                s.record(slot, True, 100.0, wall_s=walls[slot.key])
+    # Rounds 1-2 take 23 s: slow's third run would end at 33 s, the others' at 24 and 25 s.
+    assert (started.count("slow"), started.count("fast"), started.count("resumed")) == (2, 3, 2)
+    assert s.verdicts()["slow"].reason == "time budget spent at 2 of its 3 minimum runs"
+    assert s.short_of_minimum() == ["slow"]
+    assert clock.t <= 30.0
+    # the resumed unit's first run this session was judged at the session's pace
+    assert s.expected_run_s(UnitState("new")) == pytest.approx(
+        sum(walls[k] for k in started) / len(started)
+    )
 
 
 def test_budget_includes_the_earlier_sessions_of_a_resumed_sweep() -> None:

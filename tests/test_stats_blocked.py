@@ -55,14 +55,15 @@ def test_rcbd_anova_hand_computed() -> None:
     assert ca.ratio == pytest.approx(math.exp(2))
     q = st.t.ppf(0.975, 3)
     assert ca.ratio_low == pytest.approx(math.exp(2 - q * math.sqrt(2 / 3) / 2))
-    # Holm over the 3 pairs' raw p-values, each judged at its look's level: 4 shared rounds → k = 2,
-    # α/6.
+    # Holm over the 3 pairs' raw p-values, each judged at its look's level: 4 shared rounds are the
+    # second look, and every look from 3 to 30 shared rounds gets Pocock's constant ℓ* = 0.00240 at
+    # α = 0.02 (stats/looks.py's worked example).
     raw = sorted(r.pair(x, y).p_value for x, y in (("A", "B"), ("A", "C"), ("B", "C")))
     assert (
         r.pair("A", "C").p_adjusted == pytest.approx(min(1.0, 3 * ca.p_value))
         and ca.p_value == raw[0]
     )
-    assert ca.level == pytest.approx(DECISION_ALPHA / 6)
+    assert DECISION_ALPHA == 0.02 and ca.level == pytest.approx(0.00240, abs=5e-6)
     assert r.pair("A", "C").statistic == pytest.approx(-ca.statistic)
 
 
@@ -100,10 +101,10 @@ def test_two_cells_equal_the_paired_t_test_on_logs() -> None:
     assert r.pair("a", "b").statistic == pytest.approx(ref.statistic)
     assert r.pair("a", "b").p_value == pytest.approx(ref.pvalue)
     # The round effect is large: the cells differ by ~7% in every round though each varies ±20%.
-    # Five shared rounds are the third look (k = 3): the level is α/12, and p = 0.010 does not reach
-    # it yet.
+    # Five shared rounds are the third look: the level is ℓ* = 0.00240 (α = 0.02, stats/looks.py),
+    # and p = 0.010 does not reach it yet.
     assert r.pair("a", "b").p_value < 0.05 and r.pair("a", "b").level == pytest.approx(
-        DECISION_ALPHA / 12
+        0.00240, abs=5e-6
     )
     assert not r.pair("a", "b").significant
     assert st.ttest_ind(a, b, equal_var=False).pvalue > 0.5  # an independent test sees nothing

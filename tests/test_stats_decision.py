@@ -16,6 +16,7 @@ from iomatrix.stats.decision import (
     safety_key,
     simplicity_key,
 )
+from iomatrix.stats.looks import look_level
 from iomatrix.stats.ruling_out import non_superiority
 
 # (a) a bare-metal db-write-4k-fdatasync sweep: unsafe ~122k IOPS, the four other cache modes
@@ -143,15 +144,17 @@ def test_keys() -> None:
 
 
 def test_rounds_to_separate_formula() -> None:
-    """d = ln 1.1, s = 0.1, α = 0.05 spent over the looks (stats/looks.py): at n rounds the level is
-    0.05/(k(k+1)), k = n − 2; the first n with n ≥ ((z_{1−level/2} + z_{0.8})·√2·0.1/0.09531)² is 59
-    (k = 57, level 1.512e-05, need 58.81) → 59 − 5 = 54. At an unspent α = 0.05 it was ⌈17.29⌉ = 18:
-    the price of not letting noise decide at some look."""
-    k = 57
-    level = 0.05 / (k * (k + 1))
+    """d = ln 1.1, s = 0.1, α = 0.05 spent over the looks (stats/looks.py): every look from 3 to 30
+    rounds is at ℓ* = 0.00680 (c = 2.7065), so the requirement
+    ((z_{1−ℓ*/2} + z_{0.8})·√2·0.1/0.09531)² = 27.72 is the same at every n up to 30; the first n ≥
+    it is 28 → 28 − 5 = 23. At an unspent
+    α = 0.05 it was ⌈17.29⌉ = 18: the price of not letting noise decide at some look."""
+    level = 0.00680
+    assert 2 * st.norm.sf(2.7065) == pytest.approx(level, abs=5e-6)
+    assert look_level(0.05, 3) == look_level(0.05, 28) == pytest.approx(level, abs=5e-6)
     z = st.norm.ppf(1 - level / 2) + st.norm.ppf(0.8)
-    assert (z * math.sqrt(2) * 0.1 / math.log(1.1)) ** 2 == pytest.approx(58.81, abs=0.01)
-    assert rounds_to_separate(math.log(1.1), 0.1, 5) == 54
+    assert (z * math.sqrt(2) * 0.1 / math.log(1.1)) ** 2 == pytest.approx(27.72, abs=0.01)
+    assert rounds_to_separate(math.log(1.1), 0.1, 5) == 23
     assert rounds_to_separate(0.0, 0.1, 5) is None
 
 
@@ -166,21 +169,23 @@ def test_bad_threshold_and_tie_break_are_user_errors() -> None:
 
 
 def test_a_cell_that_cannot_beat_the_best_by_the_threshold_is_named_with_it_not_beaten() -> None:
-    # b = a · exp(d), d = −0.12, −0.08, −0.04 (blocked by round): 7.7% behind, p = 0.074 (not
-    # significantly worse). The one-sided test of "b is more than 5% better than a"
-    # (stats/ruling_out.py): SE = 0.04/√3 on 2 df, t = (−0.08 − 0.051293)/SE = −5.6852, p = 0.01479,
-    # below the first look's level 0.025 at α = 0.05 (stats/looks.py): ruled out. That stops b's
-    # race, but a is not "the answer" over b, which it does not beat significantly: both are named,
-    # a preferred because choosing it loses at most 5% against b.
+    # b = a · exp(d), d = −0.08, −0.06, −0.04 (blocked by round): 5.8% behind, p = 0.0351 (not
+    # significantly worse: t = −0.06/SE = −5.1962 on 2 df). The one-sided test of "b is more than 5%
+    # better than a" (stats/ruling_out.py): SE = 0.02/√3 = 0.011547 on 2 df, t = (−0.06 −
+    # 0.051293)/SE = −9.6383, p = ½(1 − |t|/√(t² + 2)) = 0.005297, below the level of every look
+    # from 3 to 30 rounds at α = 0.05, ℓ* = 0.00680 (stats/looks.py): ruled out at the first look.
+    # That stops b's race, but a is not "the answer" over b, which it does not beat significantly:
+    # both are named, a preferred because choosing it loses at most 5% against b.
     a = [100.0, 120.0, 90.0]
-    b = [v * math.exp(d) for v, d in zip(a, [-0.12, -0.08, -0.04], strict=True)]
+    b = [v * math.exp(d) for v, d in zip(a, [-0.08, -0.06, -0.04], strict=True)]
     r = rank(
         {"a": a, "b": b}, higher_is_better=True, rounds={"a": [0, 1, 2], "b": [0, 1, 2]}, alpha=0.05
     )
-    assert r.row("b").p_vs_best == pytest.approx(0.07418, abs=1e-5)
+    assert r.row("b").p_vs_best == pytest.approx(0.03510, abs=1e-5)
     assert non_superiority({"b": r.analysis.pair("b", "a")}, True, 0.05) == {
-        "b": pytest.approx(0.01479, abs=1e-5)
+        "b": pytest.approx(0.005297, abs=1e-6)
     }
+    assert r.analysis.pair("b", "a").level == pytest.approx(0.00680, abs=5e-6)
     d = decide(r, {"a": {}, "b": {}})
     assert (d.kind, d.answer, d.tied, d.ruled_out, d.unresolved, d.separated) == (
         "tie",
@@ -195,7 +200,7 @@ def test_a_cell_that_cannot_beat_the_best_by_the_threshold_is_named_with_it_not_
         "a leads; b is not shown worse than a, but cannot be more than 5% better (one-sided test "
         "against that margin): choosing a loses at most 5% against it"
     )
-    # Lower is better (a latency): the same values swapped, a is the lower one and b 8% above it.
+    # Lower is better (a latency): the same values swapped, a is the lower one and b 6% above it.
     rl = rank(
         {"a": b, "b": a},
         higher_is_better=False,
@@ -204,15 +209,15 @@ def test_a_cell_that_cannot_beat_the_best_by_the_threshold_is_named_with_it_not_
     )
     dl = decide(rl, {"a": {}, "b": {}})
     assert (dl.kind, dl.answer, dl.ruled_out) == ("tie", "a", ("b",))
-    # At the default α = 0.02 the first look's level is 0.01: p = 0.01479 does not rule b out yet.
+    # At the default α = 0.02 the looks' level is 0.00240: p = 0.005297 does not rule b out yet.
     d0 = decide(
         rank({"a": a, "b": b}, higher_is_better=True, rounds={"a": [0, 1, 2], "b": [0, 1, 2]}),
         {"a": {}, "b": {}},
     )
     assert d0.kind == "unresolved" and d0.ruled_out == ()
-    # Twice the spread (d = −0.16, −0.08, 0.0): t = −2.8426, p = 0.05234, the data cannot tell: no
+    # Twice the spread (d = −0.10, −0.06, −0.02): t = −4.8191, p = 0.02023, the data cannot tell: no
     # answer yet.
-    b2 = [v * math.exp(d) for v, d in zip(a, [-0.16, -0.08, 0.0], strict=True)]
+    b2 = [v * math.exp(d) for v, d in zip(a, [-0.10, -0.06, -0.02], strict=True)]
     r2 = rank(
         {"a": a, "b": b2},
         higher_is_better=True,

@@ -31,16 +31,17 @@ def scripted(
 
 def test_clearly_worse_units_are_eliminated_close_ones_kept_baselines_never() -> None:
     data = scripted(
-        {"fast": 1000.0, "close": 980.0, "slow": 600.0, "bm": 300.0}, rounds=3, jitter=0.05
+        {"fast": 1000.0, "close": 980.0, "slow": 600.0, "bm": 300.0}, rounds=4, jitter=0.05
     )
     step = race_step(data, higher_is_better=True, threshold=0.05, baselines={"bm"})
     status = {d.unit: d.status for d in step.decisions}
     assert status == {"fast": "keep", "close": "keep", "slow": "eliminated", "bm": "baseline"}
     assert step.best == "fast" and step.top_group == {"fast", "close"}
-    # 40% behind after 3 rounds: stopped, by significance or because it cannot be 5% better (either
-    # ends its race).
+    # 40% behind by the script (38% by the 4 rounds' centres): stopped at the second look, by
+    # significance or because it cannot be 5% better (either ends its race). At 3 rounds its pair
+    # has 2 df and Holm p = 0.028 does not reach the looks' level 0.0024 (stats/looks.py).
     slow = next(d.reason for d in step.decisions if d.unit == "slow")
-    assert "than fast" in slow and "40%" in slow and "look 1 of α=0.02: 3 shared rounds" in slow
+    assert "than fast" in slow and "38%" in slow and "look 2 of α=0.02: 4 shared rounds" in slow
     assert next(d.reason for d in step.decisions if d.unit == "bm") == "baseline: keep min runs"
     assert step.method in ("rcbd-anova", "friedman-conover")
 
@@ -85,14 +86,16 @@ def two_cells(diffs_log: list[float]) -> dict[str, list[tuple[int, float]]]:
 
 
 def test_equivalence_stop_is_a_tost_on_the_blocked_ratio() -> None:
-    # d = −0.02, −0.01, −0.03: mean −0.02, SD 0.01, SE 0.01/√3. TOST at the first look's level (α =
-    # 0.05: 0.025, stats/looks.py), t(0.975, df 2) = 4.302653: 95% CI exp(−0.02 ± 4.302653·0.005774)
-    # = 0.9557–1.0049, inside the ±5% margin 0.95–1.0526.
-    data = two_cells([-0.02, -0.01, -0.03])
+    # d = −0.02, −0.015, −0.025: mean −0.02, SD 0.005, SE 0.005/√3. TOST at the first look's level
+    # (α = 0.05: ℓ* = 0.0068, stats/looks.py), t(1 − 0.0068, df 2) = 8.4879: 98.64% CI
+    # exp(−0.02 ± 8.4879·0.0028868) = 0.9565–1.0045, inside the ±5% margin 0.95–1.0526.
+    data = two_cells([-0.02, -0.015, -0.025])
     step = race_step(data, higher_is_better=True, threshold=0.05, alpha=0.05)
     [b] = [d for d in step.decisions if d.unit == "b"]
     assert b.status == "equivalent" and step.equivalent == ("b",) and step.active == ("a",)
-    assert "95% CI 0.956–1.005 within ±5% (TOST at 0.025, the level of look 1 of α=0.05" in b.reason
+    assert "98.64% CI 0.956–1.005 within ±5% (TOST at 0.0068, the level of look 1 of α=0.05" in (
+        b.reason
+    )
     assert stop_reason([step], rounds_done=3, max_rounds=8) == "tied group settled"
     # A 3% margin (0.97–1.031) does not hold the interval: within 3% by the point estimate (2.0%),
     # still racing.
@@ -108,23 +111,24 @@ def test_equivalence_stop_is_a_tost_on_the_blocked_ratio() -> None:
 def test_futility_stop_when_the_rounds_left_cannot_separate_the_leaders() -> None:
     # d = −0.10, +0.10, −0.30: b is 9.5% behind a (gap > 5%), paired t = 0.10/(0.2/√3) = 0.87: not
     # significant. The pair's own SD per run s = SD(d)/√2 = 0.2/√2. With α = 0.05 spent over the
-    # looks (stats/looks.py: level(n) = 0.05/(k(k+1)), k = n − 2) and power 0.5 (z = 0), ruling b
-    # out (one-sided against the margin δ = −ln 0.95 = 0.051293) needs the first n with n ≥
-    # (z_{1−level(n)} · 0.2 / 0.151293)²: n = 24 gives level 9.88e-5, z 3.722, 24.2 > 24; n = 25
-    # gives level 9.06e-5, z 3.744, 24.5 ≤ 25: 22 more after 3. Separating them (two-sided, d =
-    # 0.10) needs far more (77): the fewer of the two is the estimate.
+    # looks (stats/looks.py: ℓ* = 0.0068 at every look from 3 to 30 rounds) and power 0.5 (z = 0),
+    # ruling b out (one-sided against the margin δ = −ln 0.95 = 0.051293) needs the first n with
+    # n ≥ (z_{1−ℓ*} · 0.2 / 0.151293)² = (2.4677 · 1.3219)² = 10.64: n = 11, 8 more after 3.
+    # Separating them (two-sided, d = 0.10) needs more: (z_{1−ℓ*/2} · 0.2 / 0.10)² = (2.7065 · 2)²
+    # = 29.30, n = 30, 27 more: the fewer of the two is the estimate.
     data = two_cells([-0.10, 0.10, -0.30])
     # no limit given: races on
     assert race_step(data, higher_is_better=True, alpha=0.05).contenders == {"b"}
     assert race_step(data, higher_is_better=True, alpha=0.05, rounds_left=30).contenders == {"b"}
+    assert race_step(data, higher_is_better=True, alpha=0.05, rounds_left=8).contenders == {"b"}
     # max stops it
     assert race_step(data, higher_is_better=True, alpha=0.05, rounds_left=0).contenders == {"b"}
-    futile = race_step(data, higher_is_better=True, alpha=0.05, rounds_left=20)
+    futile = race_step(data, higher_is_better=True, alpha=0.05, rounds_left=7)
     assert futile.futile == ("b",) and futile.contenders == frozenset() and futile.active == ("a",)
     [b] = [d for d in futile.decisions if d.unit == "b"]
     assert b.reason == (
-        "not separable from a within the budget: 10% behind (Holm p=0.48); about 22 more round(s) "
-        "needed for even odds of separating them or ruling it out, 20 left"
+        "not separable from a within the budget: 10% behind (Holm p=0.48); about 8 more round(s) "
+        "needed for even odds of separating them or ruling it out, 7 left"
     )
     assert stop_reason([futile], rounds_done=3, max_rounds=8) == "not separable within the budget"
     # An earlier step's futile or equivalent stop still names the end of the race.
@@ -257,22 +261,23 @@ def test_every_public_stats_name_resolves() -> None:
 def test_a_unit_that_cannot_beat_the_best_by_the_threshold_is_eliminated_without_being_significant() -> (  # noqa: E501
     None
 ):
-    # d = −0.12, −0.08, −0.04: b is 7.7% behind a, paired t = 3.46 on 2 df, p = 0.074: not
+    # d = −0.08, −0.06, −0.04: b is 5.8% behind a, paired t = 5.196 on 2 df, p = 0.035: not
     # significant. The one-sided test of "b is more than 5% better" (stats/ruling_out.py): t =
-    # (−0.08 − 0.051293)/(0.04/√3) = −5.6852, p = 0.01479 < 0.05: no number of rounds can make b the
-    # answer, so it stops. At α = 0.05 spent over the looks the first look's level is 0.025
-    # (stats/looks.py): 0.01479 reaches it.
-    data = two_cells([-0.12, -0.08, -0.04])
+    # (−0.06 − 0.051293)/(0.02/√3) = −9.6383, p = ½(1 − |t|/√(t² + 2)) = 0.005297: no number of
+    # rounds can make b the answer, so it stops. At α = 0.05 spent over the looks every look from 3
+    # to 30 rounds is at ℓ* = 0.0068 (stats/looks.py): 0.005297 reaches it at the first.
+    data = two_cells([-0.08, -0.06, -0.04])
     step = race_step(data, higher_is_better=True, threshold=0.05, alpha=0.05)
     [b] = [d for d in step.decisions if d.unit == "b"]
     assert b.status == "eliminated" and step.active == ("a",)
     assert b.reason == (
-        "cannot be more than 5% better than a: 8% behind (one-sided test against that margin, "
-        "Holm p=0.015 < 0.025, the level of look 1 of α=0.05: 3 shared rounds)"
+        "cannot be more than 5% better than a: 6% behind (one-sided test against that margin, "
+        "Holm p=0.0053 < 0.0068, the level of look 1 of α=0.05: 3 shared rounds)"
     )
     assert stop_reason([step], rounds_done=3, max_rounds=8) == "one best left"
-    # Twice the spread (d = −0.16, −0.08, 0.0): t = −2.8426, p = 0.052, b keeps racing.
-    assert race_step(two_cells([-0.16, -0.08, 0.0]), higher_is_better=True).contenders == {"b"}
+    # Twice the spread (d = −0.10, −0.06, −0.02): t = −4.8191, p = 0.020 > 0.0068, b keeps racing.
+    twice = two_cells([-0.10, -0.06, -0.02])
+    assert race_step(twice, higher_is_better=True, alpha=0.05).contenders == {"b"}
 
 
 def test_what_disturbed_the_runs_is_said_in_plain_words_most_frequent_first() -> None:

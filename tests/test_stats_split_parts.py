@@ -231,7 +231,7 @@ def test_unresolved_statement() -> None:
     assert text == (
         "not separable within the budget: A has the best mean, but B, C are neither significantly "
         "worse nor within "
-        "5%; no number of rounds can be estimated to settle them; if one must be chosen now, the "
+        "5%; no amount of time can be estimated to settle them; if one must be chosen now, the "
         "tie-break (performance) picks B"
     )
 
@@ -265,11 +265,10 @@ def test_ruling_out_margins_exact_fits_and_what_is_left_out() -> None:
 
 def test_rounds_to_rule_out_formula() -> None:
     # 10% behind (d = ln 0.9), s = 0.1, θ = 5%, α = 0.05 spent over the looks (stats/looks.py): the
-    # first n with n ≥ ((z_{1−level(n)} + 0.841621) · √2 · 0.1 / (0.051293 + 0.105361))², level(n) =
-    # 0.05/(k(k+1)), k = n − 2: n = 15 → level 2.747e-4, 15.06 > 15; n = 16 → level 2.381e-4, 15.29
-    # ≤ 16: 13 more after 3 (6 in all at an unspent α: the price of not letting noise decide at some
-    # look).
-    assert rounds_to_rule_out(math.log(0.9), 0.1, 3, 0.05, True) == 13
+    # first n with n ≥ ((z_{1−level(n)} + 0.841621) · √2 · 0.1 / (0.051293 + 0.105361))²; every look
+    # from 3 to 30 rounds is at ℓ* = 0.0068, z_{1−ℓ*} = 2.4677: 8.93 for each n, so n = 9, 6 more
+    # after 3 (6 in all at an unspent α, 5.04: the price of not letting noise decide at some look).
+    assert rounds_to_rule_out(math.log(0.9), 0.1, 3, 0.05, True) == 6
     # no noise: one more round settles it
     assert rounds_to_rule_out(math.log(0.9), 0.0, 3, 0.05, True) == 1
     # Ahead by more than the margin, or no SD: no number of rounds rules it out.

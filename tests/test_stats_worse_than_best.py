@@ -27,20 +27,22 @@ def _race(
 
 def test_the_worked_example() -> None:
     an = blocked_analysis(
-        _race({"c1": [-0.53, -0.48, -0.43], "c2": [-0.02 - 0.2, -0.02, -0.02 + 0.2]})
+        _race({"c1": [-0.505, -0.48, -0.455], "c2": [-0.02 - 0.2, -0.02, -0.02 + 0.2]})
     )
     p = worse_than_best_p(an, "best", ["best", "c1", "c2"], higher_is_better=True)
     assert set(p) == {"c1", "c2"}  # the best is not compared with itself
     # an exact fit per pair (each cell's log ratio to a constant best): the pair's own variance
+    assert an.pair("c1", "best").level == pytest.approx(0.00240, abs=5e-6)  # ℓ* at α = 0.02
     assert p["c1"] < an.pair("c1", "best").level / 2
     assert p["c2"] > 0.2
-    assert p["c1"] == pytest.approx(0.0036, rel=0.05)
-    # the two-sided family of every pair: Holm over 3 pairs
-    assert an.pair("c1", "best").p_adjusted == pytest.approx(0.0108, rel=0.05)
+    assert p["c1"] == pytest.approx(0.00090, rel=0.01)
+    # the two-sided family of every pair: Holm over 3 pairs, not below ℓ yet
+    assert an.pair("c1", "best").p_adjusted == pytest.approx(0.00271, rel=0.01)
+    assert not an.pair("c1", "best").significant
 
 
 def test_a_cell_38_percent_behind_on_three_rounds_is_separated_by_the_one_sided_family() -> None:
-    data = _race({"c1": [-0.53, -0.48, -0.43], "c2": [-0.22, -0.02, 0.18]})
+    data = _race({"c1": [-0.505, -0.48, -0.455], "c2": [-0.22, -0.02, 0.18]})
     an = blocked_analysis(data)
     # the two-sided family of every pair does not separate it yet
     assert not an.pair("c1", "best").significant

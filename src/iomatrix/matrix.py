@@ -416,12 +416,27 @@ def prefill_estimate_s(w: Workload) -> float:
     return -(-w.image_bytes // w.prefill_stride) / STRIDED_PREFILL_WRITES_PER_S
 
 
+# A run of N > 1 clients on one network backing (tiers/contention.py) makes each client's disk on
+# the server, starts its qemu-storage-daemon and fio server one after another, and stops them all
+# at the end: seconds per client beyond a one-client run's own start-up, measured on a lab-started
+# Ceph (docs/benchmarks-history.md, "Issue 70: budgets that hold").
+CONTENTION_CLIENT_S = 1.5
+
+
+def contention_extra_s(cell: Cell) -> float:
+    """Seconds a run of `cell` takes beyond a one-client run for its clients (0 for one client)."""
+    clients = dict(cell).get("clients", NA)
+    return CONTENTION_CLIENT_S * int(clients) if clients not in (NA, "1") else 0.0
+
+
 def estimate_seconds(
-    plan: Plan, expansion: Expansion, batching: bool = True
+    plan: Plan, expansion: Expansion, batching: bool = True, capped: bool = True
 ) -> tuple[float, float]:
-    """(with min repetitions, with max repetitions capped by the time budget). A tier that batches
-    runs pays its start-up once per batch (one per cell and round, split at the tier's limit);
-    `batching=False` estimates one start-up per run instead, for comparison."""
+    """The runs' seconds (with min repetitions, with max repetitions and a tier's precision_max,
+    capped by the time budget unless `capped` is False). A tier that batches runs pays its start-up
+    once per batch (one per cell and round, split at the tier's limit); `batching=False` estimates
+    one start-up per run instead, for comparison. The one estimate users see is
+    estimate.estimate_sweep's, which builds on this."""
     per_rep = 0.0
     # A tier with a precision_max may run its units up to that many times (after the race, within
     # the budget).
@@ -434,7 +449,9 @@ def estimate_seconds(
         if own is not None:
             per_rep += own
             continue
-        runtime = plan.runtime + plan.ramp + prefill_estimate_s(u.workload)
+        runtime = (
+            plan.runtime + plan.ramp + prefill_estimate_s(u.workload) + contention_extra_s(u.cell)
+        )
         if u.workload.guest_only:
             runtime = fs_job_estimate_s(u.workload.kind, plan.size_bytes)
         own_start_s, _, in_batch_s = tier.start_up_s(plan)
@@ -458,5 +475,6 @@ def estimate_seconds(
     reps = plan.repetitions
     low = per_rep * reps.min
     extra = sum(t * (reps.precision_max[tier] - reps.max) for tier, t in precise_rep.items())
-    high = max(low, min(per_rep * reps.max + extra, plan.time_budget_s))
+    most = per_rep * reps.max + extra
+    high = max(low, min(most, plan.time_budget_s) if capped else most)
     return low, high

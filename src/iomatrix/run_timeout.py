@@ -1,7 +1,7 @@
 """How long one run may take before it is killed: the plan's `run_timeout`, and no longer than the
 time budget left plus a margin.
 
-The scheduler starts no run beyond the minimum once the budget is spent, but a run that never ends
+The scheduler starts no run beyond a unit's first once the budget is spent, but a run that never ends
 (a `size` typo laying out a 999 TiB file, a job stuck in the kernel) used to be stopped only by
 `run_timeout` (300 s by default), whatever the budget. Each run's timeout is therefore
 
@@ -9,8 +9,8 @@ The scheduler starts no run beyond the minimum once the budget is spent, but a r
 
 where `elapsed` is the sweep's wall clock so far (earlier sessions included). The margin lets a run
 that starts just before the budget ends finish normally (fio's start-up, prefill and final flush, a
-guest's boot), and lets the minimum repetitions the scheduler always runs, even with the budget
-spent, take a run's normal length; it never lets one run go on past `run_timeout`. The floor is the
+guest's boot), and lets a unit's first run, which the scheduler always starts, even with the
+budget spent, take a run's normal length; it never lets one run go on past `run_timeout`. The floor is the
 tier's `budget_margin_floor_s`: 60 s for fio on the host, 180 s for tiers that boot TCG guests (a
 boot and a batch of runs in it swing several-fold under load). The tier kills fio (or QEMU) with
 everything it started, its file lay-out included, and deletes the file it was writing."""  # noqa: E501

@@ -53,6 +53,8 @@ LOAD_NOT_REACHED = (
 )
 MAX_RUNS = StopVerdict(StopKind.MAX_RUNS, "max runs reached")
 BUDGET_SPENT = StopVerdict(StopKind.BUDGET, "time budget spent")
+# A unit the budget stopped before its minimum runs (scheduler.Scheduler.short_of_minimum).
+BUDGET_SHORT = "time budget spent at {ok} of its {min} minimum runs"
 BASELINE = StopVerdict(StopKind.BASELINE, "baseline: minimum runs kept")
 
 

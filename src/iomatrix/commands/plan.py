@@ -53,6 +53,7 @@ def plan_cmd(
 ) -> None:
     """Expand a plan into matrix cells; show pruned cells with their reasons and an estimated
     duration."""
+    from iomatrix.estimate import estimate_sweep
     from iomatrix.matrix import estimate_seconds
     from iomatrix.runner import plan_expansion
     from iomatrix.safety import check_allowed_devices, resolve_allowed
@@ -66,7 +67,7 @@ def plan_cmd(
     check_guest_image(p)
     allowed = resolve_allowed(allow_destroy)
     exp = plan_expansion(p, base, allowed)
-    low, high = estimate_seconds(p, exp)
+    estimate = estimate_sweep(p, exp)
     # The description is the plan author's text, not markup: a '[bold]' or '[/]' in it is shown as
     # written.
     console.print(f"[bold]{escape(p.name)}[/]: {escape(p.description)}")
@@ -85,12 +86,10 @@ def plan_cmd(
             console.print(line, highlight=False)
     for line in role_lines(p):
         console.print(escape(line), highlight=False)
-    console.print(
-        f"estimated duration: {low / 60:.1f} min with {p.repetitions.min} runs each, up to "
-        f"{high / 60:.1f} min (time budget {p.time_budget})"
-    )
+    # the one estimate, as `plans` and the README give it (estimate.py)
+    console.print(escape(estimate.sentence(p.time_budget)), highlight=False)
     unbatched, _ = estimate_seconds(p, exp, batching=False)
-    if unbatched > low:
+    if unbatched > estimate.minimum_s:
         rounds = (
             "rounds per boot chosen as the sweep goes"
             if p.adaptive_rounds_per_boot

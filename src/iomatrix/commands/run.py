@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from iomatrix.matrix import Expansion
     from iomatrix.plan.model import Plan
     from iomatrix.store import Store
+    from iomatrix.sweep.session import SweepResult
 
 NAME = "run"
 
@@ -480,6 +481,14 @@ def _run_locked(sw: Sweep, store: Store) -> None:
     )
     for line in current_lines(p, exp, console.width):
         console.print(line, markup=False, highlight=False)
+    from iomatrix.estimate import estimate_sweep
+
+    # said before the sweep, not only at its end: the budget will cut minimum runs
+    if (estimate := estimate_sweep(p, exp)).minimum_cut:
+        console.print(
+            f"[yellow]note:[/] {escape(estimate.sentence(p.time_budget))}",
+            soft_wrap=not console.is_terminal,
+        )
     res = runner.run()
     accels = sorted(set(res.accel.values()))
     console.print(
@@ -504,6 +513,8 @@ def _run_locked(sw: Sweep, store: Store) -> None:
         console.print(f"[yellow]load not reached:[/] {escape(f'{key}: {why}')}")
     for key, why in res.not_converged:
         console.print(f"[yellow]not converged:[/] {escape(f'{key}: {why}')}")
+    for line in budget_lines(res, p.time_budget, p.repetitions.min):
+        console.print(line, markup=False, highlight=False)
     for key, why in res.gave_up:
         console.print(f"[red]gave up:[/] {escape(f'{key}: {why}')}")
     warn_tcg(accels)
@@ -538,6 +549,29 @@ def _run_locked(sw: Sweep, store: Store) -> None:
             f"{len(res.gave_up)} of {len(exp.units)} cell×workload units gave up "
             "after repeated failures; their figures are missing"
         )
+
+
+def budget_lines(res: SweepResult, budget: str, min_runs: int) -> list[str]:
+    """The sweep's wall clock against its time budget, its set-up said apart, and the cells the
+    budget stopped before their minimum runs (scheduler.Scheduler.short_of_minimum): e.g. "time:
+    4.4 min of the 4.5m time budget, set-up 12 s included" and "budget reached: 3 cells kept their
+    first runs only (…)". [] before the session started."""
+    if res.elapsed_s is None:
+        return []
+    setup = f", set-up {res.setup_s:.0f} s included" if res.setup_s is not None else ""
+    lines = [f"time: {res.elapsed_s / 60:.1f} min of the {budget} time budget{setup}"]
+    if res.short_of_minimum:
+        cells = len({label for _, label, _ in res.short_of_minimum})
+        low = min(ok for _, _, ok in res.short_of_minimum)
+        high = max(ok for _, _, ok in res.short_of_minimum)
+        had = str(low) if low == high else f"{low}–{high}"
+        lines.append(
+            f"budget reached: {cells} cell{'s' if cells != 1 else ''} kept "
+            f"{'their' if cells != 1 else 'its'} first runs only "
+            f"({len(res.short_of_minimum)} cell×workload units at {had} of the {min_runs} minimum "
+            f"runs; a longer time_budget in the plan gives them all their minimum)"
+        )
+    return lines
 
 
 def plan_with_current(p: Plan, current: str | None, current_disk: str | None) -> Plan:

@@ -32,6 +32,7 @@ from iomatrix.report.recommend import (
     answer_of,
     verdict_tier,
 )
+from iomatrix.report.recommend.axis_lines import AxisAnswer, axis_brief, axis_lines
 from iomatrix.report.recommend.change import keep_reason, measured_against_current, not_decided
 from iomatrix.report.recommend.grammar import ratio_against, turned
 from iomatrix.snippets import Snippet, answer_storage_snippet
@@ -92,6 +93,10 @@ class WorkloadGain:
     # so that --target changes which one the workload's line names, not which ratios are shown
     # (issue 70: --target nova alone showed raw · writeback against raw · cache=none).
     baselines: tuple[str, ...] = ()
+    # status "tied" or "provisional": the interval reached, the property the pick rests on and the
+    # minutes that would settle it, in full and brief (Verdict.unresolved)
+    unresolved: str = ""
+    unresolved_brief: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -212,6 +217,10 @@ class Headline:
     # The same answer written for every other target (headline()): the first screen holds the same
     # facts whichever target it is written for (report/screen.py: _common_layout, issue 70).
     peers: list[Headline] = field(default_factory=list, repr=False)
+    # Where the sweep varied more than one axis: one line per axis, each decided on its own over
+    # the other axes (report/recommend/axis_lines.py), above the configurations and their snippets
+    axis_lines: list[str] = field(default_factory=list)
+    axis_brief: list[str] = field(default_factory=list)  # one line per axis, a crowded screen's
 
     def baseline_line(self, short: bool = False, brief: bool = False, bare: bool = False) -> str:
         """The headline's line on its baseline, for a platform whose defaults are not QEMU's: its
@@ -265,6 +274,7 @@ class Headline:
             "findings": self.findings,
             "baseline": {**self.baseline, "line": self.baseline_line() or None},
             **({"trade_offs": self.trade_offs} if self.trade_offs else {}),
+            **({"axes": self.axis_lines} if self.axis_lines else {}),
             **({"guests": self.guests} if self.guests else {}),
         }
 
@@ -329,6 +339,7 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
     check_target(target)
     head = _headline(rec, host, target)
     # the VM tools' answers: a storage-side target's (tgt, ceph, …) screen holds what theirs do
+    # where its 30 lines allow (taking theirs in too made every shared-storage screen denser)
     head.peers = [_headline(rec, host, t) for t in TARGETS if t != target]
     return head
 
@@ -385,7 +396,18 @@ def _headline(rec: Recommendation, host: str, target: str) -> Headline:
         guests=guest_lines(rec.guests),
         brief_findings=rec.brief_findings,
         brief_roles=_brief_roles(rec, names),
+        axis_lines=axis_lines(_axis_answers(ranked)),
+        axis_brief=axis_brief(_axis_answers(ranked)),
     )
+
+
+def _axis_answers(ranked: list[Verdict]) -> list[AxisAnswer]:
+    """The answers' axes decided on their own, where one answer spans the sweep: an answer per
+    backing (shared storage, report/per_backing.py) compares backings whose axes are nested, not
+    crossed (a LUN's cache exists on iSCSI only), and has its groups' own lines."""
+    if any(v.group for v in ranked):
+        return []
+    return [a for v in ranked for a in v.axis_answers]
 
 
 def _brief_roles(rec: Recommendation, names: CellNames) -> list[tuple[str, str]]:
@@ -431,7 +453,7 @@ def trade_off_lines(configs: list[GroupConfig], names: CellNames) -> list[str]:
             out.append(
                 f"on {c.group}, the answers differ ({each}) and are not settled enough "
                 "to tell whether one "
-                "configuration serves them all: more rounds would"
+                "configuration serves them all: more time would"
             )
     return out
 
@@ -483,6 +505,8 @@ def _answer(
             alternatives=alternatives,
             group=v.group,
             baselines=baselines,
+            unresolved=v.unresolved[0],
+            unresolved_brief=v.unresolved[1],
         )
     )
 
@@ -553,6 +577,8 @@ def _named_gain(
     return replace(
         _named_current(wg, names, current),
         kept=names.rename(wg.kept),
+        unresolved=names.rename(wg.unresolved),
+        unresolved_brief=names.rename(wg.unresolved_brief),
         alternatives=tuple(
             replace(a, against=names.of(a.label)) for a in wg.alternatives if a.label is not None
         ),

@@ -16,6 +16,7 @@ from iomatrix.report.objective import Objective, objective_metric
 from iomatrix.report.per_backing import answer_backings, answer_groups, answered_on
 from iomatrix.report.quality import ranked_samples
 from iomatrix.report.query import CellWorkload, cell_workloads, sweep_info, unit_stops
+from iomatrix.report.settle_time import run_seconds, settle_text
 from iomatrix.roles import decided_at, plan_margins
 from iomatrix.stats import (
     Change,
@@ -32,6 +33,7 @@ from iomatrix.stats.analysis_unit import CellUnit, cell_unit
 from iomatrix.stats.decision import (
     DEFAULT_THRESHOLD,
     DEFAULT_TIE_BREAK,
+    MORE_TIME,
     Decision,
     check_threshold,
     check_tie_break,
@@ -132,6 +134,13 @@ class WorkloadRanking:
     # ("rand-write-4k on iscsi at rtt=2ms": report/per_backing.py), else None; `workload` stays the
     # workload's own name.
     answer: str | None = None
+    # What turns the decision's rounds still needed into minutes (report/settle_time.py): one run
+    # of this workload in this sweep, set-up included, and the plan's time budget; None: unknown.
+    seconds_per_run: float | None = None
+    budget: str | None = None
+    # label → (round, value) of what the blocked analysis compared (None: not blocked): what an
+    # axis's main effect is computed from (report/axis_lines.py)
+    series: dict[str, list[tuple[int, float]]] | None = None
 
     @property
     def title(self) -> str:
@@ -143,7 +152,7 @@ class WorkloadRanking:
         """Lines a report prints under the table: the decision, unresolved pairs, disturbed runs."""
         out = []
         if self.decision is not None:
-            out.append(self.decision.statement)
+            out.append(self.statement())
         unresolved = self.ranking.unresolved
         if unresolved:
             shown = "; ".join(f"{a} vs {b}" for a, b in unresolved[:6])
@@ -192,6 +201,24 @@ class WorkloadRanking:
             "(a 95% interval read at every look would call differences that are not there): "
             "not separated yet"
         ]
+
+    def statement(self) -> str:
+        """The decision's statement, its time still needed in minutes and the budget that would buy
+        them where the sweep's pace is known (never a count of rounds: issue 71); "" without a
+        decision."""
+        d = self.decision
+        if d is None:
+            return ""
+        if d.extra_rounds is None or MORE_TIME not in d.statement:
+            return d.statement
+        said = settle_text(
+            d.extra_rounds,
+            self.seconds_per_run,
+            self.budget,
+            cells=1 + len(d.unresolved),
+            what="them",
+        )
+        return d.statement.replace(MORE_TIME, said) if said else d.statement
 
     def _unit_notes(self) -> list[str]:
         """A line per cell whose runs were analysed as boot means, and its cold first run."""
@@ -402,6 +429,8 @@ def rank_workload(
     boots: Mapping[int, tuple[str, int | None]] | None = None,
     margin: float = DEFAULT_MARGIN,
     keep_order: KeepOrder = keep_defaults,
+    seconds_per_run: float | None = None,
+    budget: str | None = None,
 ) -> WorkloadRanking | None:
     """Rank one workload's cells of one tier (cells of different tiers measure different things and
     are never ranked against each other; by default the tier closest to a real VM that has results).
@@ -410,7 +439,8 @@ def rank_workload(
     a guest boot: such a cell's unit is chosen by ``stats.analysis_unit.cell_unit`` (boot means when
     the between-boot variance dominates, else the runs). ``margin``: the margin of practical
     equivalence; ``keep_order``: what an equivalent decision keeps (report/keep.py: the current
-    configuration, the defaults)."""
+    configuration, the defaults). ``seconds_per_run``, ``budget``: the sweep's pace and the plan's
+    time budget, which say the time still needed in minutes (WorkloadRanking.statement)."""
     metric = metric or primary_metric(workload)[0]
     found = tier_cells(cws, workload, metric, tier)
     if found is None:
@@ -461,6 +491,11 @@ def rank_workload(
         replaced=replaced_runs(ranked),
         units=units or None,
         unreached=unreached_runs(cws, workload, tier),
+        seconds_per_run=seconds_per_run,
+        budget=budget,
+        series=None
+        if rounds is None
+        else {label: list(zip(rounds[label], groups[label], strict=False)) for label in rounds},
     )
 
 
@@ -518,6 +553,8 @@ class SweepReading:
     stops: dict[tuple[int, str], dict[str, Any]]
     boots: dict[int, RunBoot]
     plan: dict[str, Any]
+    # workload → seconds one of its runs cost in this sweep (settle_time.run_seconds)
+    run_seconds: dict[str, float] = field(default_factory=dict)
     # (workload, metric) → run id → (round, value): what the blocked analysis pairs, read on first
     # use
     values: dict[tuple[str, str], dict[int, tuple[int, float]]] = field(default_factory=dict)
@@ -537,6 +574,7 @@ def read_sweep(store: Store, sweep_id: int, blocked: bool = True) -> SweepReadin
     """Everything `rank_reading` needs of one sweep, from the store."""
     # once for both: the cells' runs and their stored interference verdicts
     runs = store.runs(sweep_id)
+    info = sweep_info(store, sweep_id)
     cws = cell_workloads(store, sweep_id, runs)
     all_runs = [rid for c in cws for rid in c.runs]
     return SweepReading(
@@ -548,8 +586,17 @@ def read_sweep(store: Store, sweep_id: int, blocked: bool = True) -> SweepReadin
         interference=run_interference(store, sweep_id, all_runs, runs),
         stops=unit_stops(store, sweep_id),
         boots=run_boots(store, all_runs),
-        plan=sweep_info(store, sweep_id)["plan_definition"],
+        plan=info["plan_definition"],
+        run_seconds=sweep_run_seconds(store, sweep_id, info),
     )
+
+
+def sweep_run_seconds(store: Store, sweep_id: int, info: Mapping[str, Any]) -> dict[str, float]:
+    """Seconds one run of each workload cost in this sweep, its share of set-up included
+    (settle_time.run_seconds): what turns a decision's rounds still needed into minutes."""
+    runs = [(r.workload, r.wall_s) for r in store.run_listing(sweep_id) if r.status == "ok"]
+    start, end = info.get("started_at"), info.get("finished_at")
+    return run_seconds(runs, end - start if start and end else None)
 
 
 def check_rank_options(
@@ -639,6 +686,8 @@ def rank_reading(
             stops=reading.stops,
             boots=reading.boots,
             margin=margin,
+            seconds_per_run=reading.run_seconds.get(w),
+            budget=reading.plan.get("time_budget"),
         )
     if not out:
         _refuse_nothing_ranked(reading.sweep_id, metric, objective)

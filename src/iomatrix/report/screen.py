@@ -283,7 +283,12 @@ def _within(text: str, width: int) -> bool:
 # named "Use, not told apart yet: …" without "the tie-break's pick" (--detail: how the tie broke),
 # which kept a long name (… · rbd_cache_writethrough_until_flush=off) on its line at 80 columns: two
 # lines of room on the widest sweep, for a warning or a longer host name.
-DENSER = (1, 2, 3, 4)
+# 5 and 6 (issue 71): the axis lines (one per axis) in one line pointing to --detail, then left to
+# it: a wide sweep's many axes (backing, RTT, clients, cache, …) would not leave the configurations
+# room.
+DENSER = (1, 2, 3, 4, 5, 6)
+# The axis lines' place on the most crowded screen but one (DENSER's 5).
+AXES_IN_DETAIL = "each axis decided on its own, over the other axes: --detail"
 # A configuration not separated yet, on the most crowded screen (DENSER's 4).
 UNSETTLED_BRIEF = "Use for now"
 # A crowded screen's statuses (the configuration's verb says whose pick it is).
@@ -409,6 +414,12 @@ def _screen_head(
     for line in h.findings:  # what the figures show comes first: the answer below follows from it
         out += wrap(f"finding: {line}", width)
     out += role_lines(h, width, markdown, dense)
+    # each axis decided on its own, above the configurations and their snippets (issue 71)
+    if h.axis_lines and dense < 6:  # a crowded screen: one line per axis, its figures in --detail
+        out += [""] if not dense else []
+        lines = h.axis_brief if dense and h.axis_brief else h.axis_lines
+        lines = [AXES_IN_DETAIL] if dense >= 5 else lines
+        out += [x for line in lines for x in wrap(line, width)]
     for line in h.trade_offs:
         out += ["", *wrap(line, width)]
     return out
@@ -585,6 +596,11 @@ def _workload_line(
         if wg.status == "equivalent" and wg.kept
         else statuses.get(wg.status, STATUS_TEXT[wg.status])
     )
+    if wg.status in ("tied", "provisional") and wg.unresolved and not (dense or squeeze):
+        # as a role's answer says it (issue 71): the interval reached, the property the pick rests
+        # on, the minutes that would settle it; a squeezed screen says its status alone, the rest
+        # in --detail (a line each kept a shared-storage answer's backings on one screen)
+        status = wg.unresolved
     name = wg.workload.removesuffix(on) if on else wg.workload
     # a crowded screen: "not told apart yet" above says it for each line
     said = "" if dense >= 3 and not p.settled and status == SHORT_STATUS["provisional"] else status

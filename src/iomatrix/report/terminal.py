@@ -274,10 +274,11 @@ def print_rankings(
         for line in wr.notes():
             out.print(f"  {names.rename(line)}", markup=False)
         # the description already says what 'too noisy' and too few runs mean: only the group
-        # letters are new
+        # letters are new (stats/letter_display.py: a cell shares a letter with exactly the cells
+        # it is not significantly different from)
         out.print(
             f"  [dim]{r.test_description}. Same group letter = not separated at the rule's "
-            "level.[/]"
+            "level (a cell may carry several).[/]"
         )
         if wr.cold_apart:
             out.print(

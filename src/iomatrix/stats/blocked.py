@@ -70,7 +70,7 @@ import numpy as np
 from iomatrix.stats import special
 from iomatrix.stats.compare import ratio_ci, welch
 from iomatrix.stats.holm_stepdown import holm
-from iomatrix.stats.looks import DECISION_ALPHA, FIRST_LOOK, look_level
+from iomatrix.stats.looks import DECISION_ALPHA, FIRST_LOOK, HORIZON, TAIL_SHARE, look_level
 from iomatrix.stats.moderated import NO_PRIOR, Prior, race_moderation
 from iomatrix.stats.paired import paired_comparison
 from iomatrix.stats.shapiro import shapiro_p
@@ -420,8 +420,9 @@ def variances(prior: Prior) -> str:
 def spent(alpha: float) -> str:
     """How the pairs' significance is judged, for a description (stats/looks.py)."""
     return (
-        f"α={alpha:g} spent over the looks (α/(k(k+1)) at the k-th, from {FIRST_LOOK} shared "
-        "rounds)"
+        f"α={alpha:g} spent over the looks (one level, {look_level(alpha, FIRST_LOOK):.2g}, at "
+        f"every look from {FIRST_LOOK} to {HORIZON} shared rounds: Pocock's constant boundary; "
+        f"{TAIL_SHARE:g}·α kept for later looks)"
     )
 
 

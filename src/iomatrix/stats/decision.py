@@ -56,7 +56,8 @@ tie):
   as *equivalent*;
 * unresolved cells → ``kind="unresolved"``: no answer; B is the provisional
   leader, the contenders are named, and ``extra_rounds`` estimates how many
-  more rounds would settle them (below: separate them or rule them out).
+  more rounds would settle them (below: separate them or rule them out); the
+  statement says ``MORE_TIME``, which a report turns into minutes.
   ``provisional`` is what the tie-break picks among B, the cells tied with it
   and the unresolved ones,
   named in the statement as the choice *if one must be made now* (the race's
@@ -130,6 +131,9 @@ from iomatrix.stats.worse_than_best import worse_than_best_p
 TIE_BREAKS = ("safety", "keeper", "simplicity", "performance", "name")
 DEFAULT_TIE_BREAK = ("safety", "keeper", "simplicity")
 DEFAULT_THRESHOLD = 0.05
+# An unresolved statement's placeholder for the time still needed: `extra_rounds` holds the
+# estimate, the report says it in minutes (report/settle_time.py).
+MORE_TIME = "more time would settle them"
 
 SAFETY_ORDER = {"safe": 0, "like-a-disk-cache": 1, None: 2, "unsafe": 3}
 
@@ -524,12 +528,13 @@ def unresolved_statement(
     pick: str,
     budget_spent: bool,
 ) -> str:
+    # Never a count of rounds (issue 71: a user cannot act on "1272 more rounds"): the report
+    # replaces MORE_TIME with the minutes and the budget that would buy them, from the sweep's own
+    # pace (report/settle_time.py), which this pure function does not know.
     more = (
-        f"about {extra} more round(s) would settle them (separate them or rule them out; "
-        "power 0.8, "
-        f"α={alpha:g})"
+        f"{MORE_TIME} (separate them or rule them out; power 0.8, α={alpha:g})"
         if extra is not None
-        else "no number of rounds can be estimated to settle them"
+        else "no amount of time can be estimated to settle them"
     )
     return (
         f"not separable {'within the budget' if budget_spent else 'yet'}: {leader} has the best "

@@ -20,11 +20,11 @@ exactly as they do not call it different more often. TOST at ``level`` is the sa
 2·level) interval exp(d ± t_{1−level,df}·SE) lying inside the margin; that interval is what a report
 quotes with the word "equivalent".
 
-Worked example (higher is better, θ = 5 %): 10 shared rounds with d = 0.01, SE = 0.008, df = 9; L =
-−0.051293, U = 0.051293: p_low = P(T_9 ≥ 7.66) = 1.6e-05, p_high = P(T_9 ≤ −5.16) = 0.00030, p =
-0.00030. The look is the 8th (10 − 3 + 1), level 0.02/72 = 0.000278: p ≥ level, not yet equivalent;
-with SE = 0.007, p_high = 0.00011 < 0.000278: equivalent, interval exp(0.01 ± 5.211·0.007) =
-0.974–1.048 (t_{1−0.000278, 9} = 5.211).
+Worked example (higher is better, θ = 5 %, α = 0.02): 10 shared rounds with d = 0.01, SE = 0.012,
+df = 9; L = −0.051293, U = 0.051293: p_low = P(T_9 ≥ 5.11) = 0.00032, p_high = P(T_9 ≤ −3.44) =
+0.00369, p = 0.00369. The look (the 8th, 10 − 3 + 1) is at ℓ* = 0.00240, like every look from 3 to
+30 shared rounds: p ≥ level, not yet equivalent; with SE = 0.010, p_high = P(T_9 ≤ −4.13) = 0.00128
+< 0.00240: equivalent, interval exp(0.01 ± 3.716·0.010) = 0.973–1.048 (t_{1−0.00240, 9} = 3.716).
 
 Fewer than 2 shared rounds give no SE: not equivalent (p = 1). SE = 0 decides exactly: d strictly
 inside (L, U) → p = 0.
@@ -36,9 +36,9 @@ rounds_needed), per-run SD s on the log scale (the pair's own: SE·√n/√2):
 
     n ≥ ((z_{1−level(n)} + z_{power}) · √2 · s / g)²       none when g ≤ 0 (d outside the margin)
 
-Worked example: d = 0.01, s = 0.03, 5 rounds done, θ = 5 % higher is better: g = 0.051293 − 0.01 =
-0.041293; at n = 25 (look 23, level 0.02/552 = 3.62e-05, z = 3.97) ((3.97 +
-0.842)·√2·0.03/0.041293)² = 24.4 ≤ 25, at 24 not: 20 more rounds."""
+Worked example: d = 0.01, s = 0.03, 5 rounds done, θ = 5 % higher is better, α = 0.02: g =
+0.051293 − 0.01 = 0.041293; every n up to 30 has the level ℓ* = 0.00240, z_{1−ℓ*} = 2.820, so
+((2.820 + 0.842)·√2·0.03/0.041293)² = 14.15 for each: n = 15, 10 more rounds."""
 
 from __future__ import annotations
 

@@ -66,7 +66,8 @@ class AxisEffect:
     interaction_small: bool
 
 
-def _stratum(levels: Mapping[str, str], axis: str) -> str:
+def stratum_name(levels: Mapping[str, str], axis: str) -> str:
+    """A cell's stratum: its values of the other axes, "cache=none format=raw"."""
     return " ".join(f"{k}={v}" for k, v in sorted(levels.items()) if k != axis)
 
 
@@ -122,7 +123,7 @@ def _stratum_log_ratios(
     for cell, pts in data.items():
         lv = levels[cell]
         if lv.get(axis) in (a, b):
-            by.setdefault(_stratum(lv, axis), {})[lv[axis]] = {int(r): float(v) for r, v in pts}
+            by.setdefault(stratum_name(lv, axis), {})[lv[axis]] = {int(r): float(v) for r, v in pts}
     strata = sorted(s for s, two in by.items() if a in two and b in two)
     if len(strata) < 2:
         raise ValueError(f"the {axis} axis has {a} and {b} in {len(strata)} stratum(s): need 2")

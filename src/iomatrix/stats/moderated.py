@@ -3,7 +3,7 @@
 
 A race compares its cells pair by pair over the rounds both ran (stats/paired.py): pair g has a
 sample variance s_g² of its log ratios on d_g = n_g − 1 degrees of freedom. With 3 rounds that is 2
-df, and a t on 2 df needs |t| ≥ 9.9 at the first look's level (0.01, two-sided): a 26 % gap whose
+df, and a t on 2 df needs |t| ≥ 20.4 at the looks' level (ℓ* = 0.0024, two-sided): a 26 % gap whose
 interval is 0.69–0.80× stays "not separated". The race's other pairs were measured on the same
 host, in the same rounds, by the same tool; they say what size this pair's variance should have.
 Smyth's model takes each pair's true variance σ_g² as drawn from a scaled inverse χ² prior, d₀
@@ -47,7 +47,7 @@ ratio) is set to 10⁻⁵ × the median variance first, as limma does, so its lo
 holds: the two-way model's residual df (stats/blocked.py: (k − 1)(b − 1) for k cells × b complete
 rounds, 6 for quick's 4 cells × 3 rounds). A pair on d_g df gets d₀ ≤ df_resid − d_g (d₀ = ∞
 included: its own variance then weighs d_g of the df_resid). Quick's first look then has 6 df, not 2: the critical |t| at
-level 0.01 falls from 9.92 to 3.71.
+level 0.0024 falls from 20.4 to 5.02.
 
 **Edge cases.** Fewer than ``MIN_PAIRS`` = 3 pairs with a variance, or fewer than 2 beyond the k
 the model fits (two or three cells: 1 or 3 pairs), or the cell model undetermined (a cell in no

@@ -19,7 +19,9 @@ Procedure (docs/statistics.md, "Ranking"):
 4. Groups (leader clustering, in rank order: ``stats/leader_groups.py``): the best cell leads group
    1; a cell joins the group of the first leader it is *not* significantly different from
    (Holm-adjusted p ≥ α); otherwise it starts a new group. Group 1 is the set of cells
-   indistinguishable from the best.
+   indistinguishable from the best. The letters shown are the compact letter display of the same
+   pairwise decisions (``stats/letter_display.py``): two cells share a letter exactly when their
+   pair is not significantly different, so a table's letters never contradict its text.
 5. ``unresolved`` lists every pair the data cannot order (adjusted p ≥ α).
 6. Ratios to the best: from the analysis (blocked: the pair's ratio over the
    rounds both ran with its paired CI, none with fewer than 2 such rounds;
@@ -43,6 +45,7 @@ from iomatrix.stats.blocked import (
 )
 from iomatrix.stats.compare import RatioCI, ratio_ci
 from iomatrix.stats.leader_groups import leader_groups
+from iomatrix.stats.letter_display import compact_letters
 from iomatrix.stats.looks import DECISION_ALPHA
 from iomatrix.stats.summary import Summary, summarize
 
@@ -70,6 +73,9 @@ class RankedRow:
     ratio_to_reference: RatioCI | None  # mean(cell)/mean(reference); None without a reference
     too_few_runs: bool
     too_noisy: bool  # a flag only: the cell is ranked all the same
+    # The compact letter display (stats/letter_display.py): cells share a letter exactly when the
+    # pair is not significantly different; None: the single letter of `group`.
+    letters: str | None = None
 
     @property
     def eligible(self) -> bool:
@@ -82,8 +88,12 @@ class RankedRow:
 
     @property
     def group_label(self) -> str | None:
-        """Group as a letter: 1 → "a", 26 → "z", 27 → "aa" (None when unranked)."""
-        return None if self.group is None else group_letter(self.group)
+        """The cell's group letters: those it shares with exactly the cells it is not significantly
+        different from ("ab": unresolved against some of "a" and some of "b"); without a letter
+        display the group as a letter, 1 → "a", 27 → "aa"; None when unranked."""
+        if self.group is None:
+            return None
+        return self.letters or group_letter(self.group)
 
 
 @dataclass(frozen=True)
@@ -312,6 +322,9 @@ def rank(
     # shared rounds).
     levels = {frozenset((c.a, c.b)): c.test.level for c in comparisons}
     group_of = leader_groups(eligible, p_adj, alpha, levels)
+    letters = compact_letters(
+        eligible, ((c.a, c.b) for c in comparisons if c.significant), group_letter
+    )
     best = eligible[0] if eligible else None
     ref = list(reference) if reference is not None else None
 
@@ -331,6 +344,7 @@ def rank(
             ratio_to_reference=None if ref is None else ratio_ci(groups[name], ref, confidence),
             too_few_runs=name in few,
             too_noisy=too_noisy(summaries[name], max_rel_half_width),
+            letters=letters.get(name),
         )
 
     head = comparison_heading(analysis, len(eligible), alpha, rounds is not None)

@@ -6,13 +6,14 @@ importing the `scipy.special` package.
 
 The statistics call these of scipy.special's functions: `stdtr` and `stdtrit` (Student's t
 distribution and its inverse: scipy.stats.t's `_cdf`/`_sf` and `_ppf`), `fdtrc` (the F survival
-function, scipy.stats.f's `_sf`), `ndtri` (the normal quantile, scipy.stats.norm's `_ppf`), `psi`
-(the digamma function) and the Hurwitz zeta function behind `trigamma` and `tetragamma` below
-(scipy.special.polygamma(n, x) is (−1)ⁿ⁺¹ n! ζ(n + 1, x); stats/moderated.py). All are NumPy
-ufuncs of the compiled module `scipy.special._ufuncs`, which needs only NumPy and its sibling
-compiled modules. The package's `__init__` around it is what costs: since SciPy 1.15 it
-builds an array-API layer that clones NumPy's namespace and so imports numpy.f2py, numpy.testing,
-numpy.random and more: 0.3–0.5 s of CPU, a tenth of `recommend` on a 100-host store (issue 52).
+function, scipy.stats.f's `_sf`), `ndtr` and `ndtri` (the normal CDF and quantile:
+scipy.stats.norm's `_cdf` and `_ppf`), `psi` (the digamma function) and the Hurwitz zeta function
+behind `trigamma` and `tetragamma` below (scipy.special.polygamma(n, x) is (−1)ⁿ⁺¹ n! ζ(n + 1, x);
+stats/moderated.py). All are NumPy ufuncs of the compiled module `scipy.special._ufuncs`, which
+needs only NumPy and its sibling compiled modules. The package's `__init__` around it is what costs:
+since SciPy 1.15 it builds an array-API layer that clones NumPy's namespace and so imports
+numpy.f2py, numpy.testing, numpy.random and more: 0.3–0.5 s of CPU, a tenth of `recommend` on a
+100-host store (issue 52).
 
 So the module is loaded by its file, its package standing in as an empty package of the same folder
 for the moment of the load (its siblings are found there), under the import lock so that no other
@@ -35,7 +36,7 @@ from typing import Any
 
 _PACKAGE = "scipy.special"
 _MODULE = "scipy.special._ufuncs"  # where scipy.special's names below are defined
-NAMES = ("fdtrc", "ndtri", "psi", "stdtr", "stdtrit")
+NAMES = ("fdtrc", "ndtr", "ndtri", "psi", "stdtr", "stdtrit")
 
 
 def _by_file() -> types.ModuleType | None:

@@ -12,7 +12,8 @@ moderated over the race, stats/moderated.py):
     lower is better:   H0: d ≤ 0   t = d/SE,   p = P(T_df ≥ t)
 
 Holm over the k − 1 (stats/holm_stepdown.py); c is separated when its adjusted p is below half the
-level ℓ of the pair's look (stats/looks.py: α/(j(j+1)) at the j-th look, spent over the race). This
+level ℓ of the pair's look (stats/looks.py: α spent over the race, one constant ℓ* at every look
+from 3 to 30 shared rounds, 0.00240 at α = 0.02). This
 is stats/ruling_out.py's non-superiority test with the margin at 0: "c is not better than B" rather
 than "c is not better than B by more than θ"; the practical threshold still applies (a cell within
 θ of the best is tied whatever the test says, stats/decision.py).
@@ -25,11 +26,12 @@ only with one of them the best and the other's adjusted p < ℓ/2, i.e. its raw 
 the two-sided family of every pair asks p₂ < ℓ/(k(k−1)/2) at its first step, this one p₂ < ℓ/(k−1)
 (p₂ = 2·p₁, the two-sided p): k/2 times the level, 3 times at 6 cells, 2 times at quick's 4.
 
-Worked example (higher is better): a race of 3 cells at its first look (3 shared rounds, ℓ = 0.01).
-c1's log differences to B are −0.53, −0.48, −0.43 (SD 0.05): d = −0.48, SE = 0.05/√3 = 0.028868 on
-2 df, t = −16.63, p = P(T_2 ≤ −16.63) = 0.00180; c2 (d = −0.02, SD 0.2) has p = 0.44. Holm over
-the two: 0.00180 · 2 = 0.0036 < ℓ/2 = 0.005: c1 is separated, 38 % behind. The two-sided family of
-every pair asks 2 · 0.00180 · 3 = 0.0108 ≥ 0.01: not yet.
+Worked example (higher is better, α = 0.02): a race of 3 cells at its first look (3 shared rounds,
+ℓ = ℓ* = 0.00240). c1's log differences to B are −0.505, −0.48, −0.455 (SD 0.025): d = −0.48, SE =
+0.025/√3 = 0.014434 on 2 df, t = −33.26, p = P(T_2 ≤ −33.26) = ½(1 − |t|/√(t² + 2)) = 0.000451; c2
+(d = −0.02, SD 0.2) has p = 0.44. Holm over the two: 0.000451 · 2 = 0.00090 < ℓ/2 = 0.00120: c1 is
+separated, 38 % behind. The two-sided family of every pair asks 2 · 0.000451 · 3 = 0.00271 ≥
+0.00240: not yet.
 
 Only the parametric model gives d an SE on the log scale: with Friedman–Conover (non-normal
 residuals) or the Welch fallback, the two-sided test of stats/blocked.py is all there is."""

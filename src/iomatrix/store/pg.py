@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import ipaddress
 import json
+import os
 import re
 import sqlite3
 from collections.abc import Callable, Collection, Iterator, Sequence
@@ -41,7 +43,9 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 
+from iomatrix.backing.reach import NameTooSlow, resolve
 from iomatrix.dburl import DatabaseURL, redact
 from iomatrix.errors import UserError
 from iomatrix.store.db import Store, current_host_fingerprint
@@ -90,7 +94,44 @@ def _steps_from(version: int) -> list[str]:
     return steps
 
 
+def _check_names_resolve(url: DatabaseURL) -> None:
+    """Each host name the URL gives looked up within reach.RESOLVE_TIMEOUT_S (issue 69): one that
+    takes longer is refused in one line naming it. connect_timeout starts only after psycopg's own
+    getaddrinfo, which waits as long as the DNS servers stay silent. A name that resolves in time
+    is looked up again by psycopg, as quickly, which tries each of its addresses in turn (a hostaddr
+    given here would pin one: 'localhost' as ::1 where the server listens on 127.0.0.1). Nothing to
+    look up for a socket directory, an address or a hostaddr given, nor for a URL libpq does not
+    read (psycopg.connect then says why)."""
+    try:
+        params = conninfo_to_dict(url.conninfo)
+    except psycopg.Error:
+        return
+    hosts = str(params.get("host") or os.environ.get("PGHOST") or "")
+    if params.get("hostaddr") or os.environ.get("PGHOSTADDR"):
+        return
+    for host in hosts.split(","):
+        if host and not host.startswith("/") and host[1:2] != ":" and not _is_address(host):
+            try:
+                resolve(host)
+            except NameTooSlow as err:
+                raise UserError(
+                    f"cannot reach the PostgreSQL store {url}: {err}",
+                    hint="check the URL's host and this host's DNS servers",
+                ) from None
+            except OSError:
+                pass  # a name that does not resolve: psycopg's own lookup says so, in its words
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
 def _connect(url: DatabaseURL) -> psycopg.Connection[Any]:
+    _check_names_resolve(url)
     try:
         return psycopg.connect(url.conninfo, connect_timeout=CONNECT_TIMEOUT_S)
     except psycopg.Error as err:

@@ -40,7 +40,7 @@ class RoundLoop:
             self.progress.grow(s.index + s.sched.pending_estimate())
             queue = deque(batches)
             while queue:
-                todo = [slot for slot in queue.popleft() if s.sched.should_start(slot)]
+                todo = self._startable(s.sched, queue.popleft())
                 if not todo:
                     continue
                 retries = self._run_slots(s, todo, result)
@@ -54,6 +54,19 @@ class RoundLoop:
                     self.progress.grow(s.index + len(queue) + s.sched.pending_estimate())
             self._adapt_rounds_per_boot(s.units, s.cell_of, s.max_batch)
         self._record_stops(s.sched, s.units)
+
+    @staticmethod
+    def _startable(sched: Scheduler, batch: list[Slot]) -> list[Slot]:
+        """The slots of one batch the budget holds, each judged with the runs accepted before it:
+        a batch (one guest boot) runs whole once started, so its last run must end within the
+        budget too."""
+        todo: list[Slot] = []
+        ahead = 0.0
+        for slot in batch:
+            if sched.should_start(slot, ahead):
+                todo.append(slot)
+                ahead += sched.expected_run_s(sched.units[slot.key])
+        return todo
 
     def _run_slots(self, s: Session, todo: list[Slot], result: SweepResult) -> list[Slot]:
         """Run one batch of slots and count its outcomes; the retries of its disturbed runs."""
@@ -162,8 +175,15 @@ class RoundLoop:
             - s.already
             + self.stored_while_interrupted
         )
+        result.budget_s = s.sched.budget_s
+        result.setup_s = s.setup_s
+        result.elapsed_s = s.sched.elapsed_s()
+        short = set(s.sched.short_of_minimum())
+        for key in short:
+            unit = s.units[key][0]
+            result.short_of_minimum.append((key, unit.cell.label(), s.sched.units[key].ok))
         for key, verdict in s.sched.verdicts().items():
-            if verdict is None:
+            if verdict is None or key in short:
                 continue
             if verdict.kind is StopKind.GAVE_UP:
                 result.gave_up.append((key, verdict.reason))

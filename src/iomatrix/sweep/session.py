@@ -29,6 +29,14 @@ class SweepResult:
     load_not_reached: int = 0
     # Units stopped because most of their runs missed the offered load: (unit key, reason)
     unreached_units: list[tuple[str, str]] = field(default_factory=list)
+    # The time budget (a wall-clock limit, set-up included): the plan's, the sweep's wall clock at
+    # its end (earlier sessions included) and this session's set-up (backings, lab servers,
+    # tiers) within it; None before the session started.
+    budget_s: float | None = None
+    elapsed_s: float | None = None
+    setup_s: float | None = None
+    # Units the budget stopped before their minimum runs: (unit key, its cell's label, ok runs)
+    short_of_minimum: list[tuple[str, str, int]] = field(default_factory=list)
 
 
 class RunItem(NamedTuple):
@@ -58,3 +66,5 @@ class Session:
     index: int  # runs started, earlier sessions' included (the progress display's count)
     # (unit, round) → latest run id, for retries
     last_run: dict[tuple[str, int], int] = field(default_factory=dict)
+    # seconds from the session's start to its first run: backings (lab servers), tiers, --start-at
+    setup_s: float = 0.0

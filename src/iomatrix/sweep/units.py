@@ -29,6 +29,7 @@ from iomatrix.store import Store
 from iomatrix.sweep.boots import BootLedger
 from iomatrix.sweep.progress import Progress
 from iomatrix.sweep.session import Session
+from iomatrix.sweep.start import StartTogether
 from iomatrix.tiers import is_reference
 from iomatrix.tiers.base import Tier
 
@@ -49,6 +50,7 @@ class UnitScheduling:
     boots: BootLedger
     rates: dict[tuple[str, str], rates.ResolvedRate]
     rounds_per_boot: RoundsPerBoot
+    started_together: StartTogether | None
 
     def _unit_states(
         self, sweep_id: int, other_figures: dict[str, list[str]], compared: bool
@@ -306,6 +308,10 @@ class UnitScheduling:
         units, states = self._unit_states(sweep_id, other_figures, compared)
         return roles, units, states
 
+    def _waited_s(self) -> float:
+        """Seconds this session waited for --start-at's common start time (0 without it)."""
+        return self.started_together.waited_s if self.started_together is not None else 0.0
+
     def _start_session(self, sweep_id: int, t_session: float) -> Session:
         """The scheduler of this session, from the units' state so far (a resumed sweep's runs
         count)."""
@@ -323,11 +329,21 @@ class UnitScheduling:
             seed=self.design_seed,
             clock=self.clock,
             # Wall clock of this session (its set-up included: provisioning backings, opening tiers)
-            # plus the run time of earlier sessions of a resumed sweep.
-            prior_elapsed_s=self.store.sweep_elapsed(sweep_id) + (self.clock() - t_session),
+            # plus the run time of earlier sessions of a resumed sweep; not the wait for
+            # --start-at's common start, which the fleet chose (its minimum runs would pay for it).
+            prior_elapsed_s=self.store.sweep_elapsed(sweep_id)
+            + max(0.0, self.clock() - t_session - self._waited_s()),
         )
         # each run's timeout keeps to the budget left (run_timeout.py)
         self.budget_elapsed_s = sched.elapsed_s
+        # The set-up is inside the budget, and said so before the first run (issue 70: a budget is
+        # a wall-clock limit the user plans by).
+        setup_s = max(0.0, self.clock() - t_session - self._waited_s())
+        left = max(0.0, sched.budget_s - sched.elapsed_s())
+        self.progress.message(
+            f"set up in {setup_s:.0f} s, inside the {self.plan.time_budget} time budget: "
+            f"{left / 60:.1f} min left for the runs"
+        )
         # Every ok run stored counts as kept and done, a disturbed one its retry replaced included.
         stored = sum(ok for ok, _ in self.store.run_counts(sweep_id, replaced_too=True).values())
         session = Session(
@@ -348,6 +364,7 @@ class UnitScheduling:
             },
             already=sum(s.ok for s in states),
             index=stored,
+            setup_s=setup_s,
         )
         self.progress.cells([u.cell.label() for u in self.expansion.units])
         self.progress.start(max(stored, len(states) * reps.min), stored)

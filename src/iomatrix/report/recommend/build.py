@@ -27,6 +27,7 @@ from iomatrix.report.rank import (
     rank_workload,
     run_rounds,
     run_values,
+    sweep_run_seconds,
     workload_names,
 )
 from iomatrix.report.recommend.current_match import matching_current
@@ -36,8 +37,7 @@ from iomatrix.report.recommend.requirements import (
     Requirement,
     parse_requirements,
 )
-from iomatrix.report.recommend.resolution import run_seconds
-from iomatrix.report.recommend.roles import role_answers
+from iomatrix.report.recommend.roles import role_answers, say_unresolved
 from iomatrix.report.recommend.scores import SCORES, is_vm_view, score_verdicts, verdict_tier
 from iomatrix.report.recommend.verdict import (
     Recommendation,
@@ -127,11 +127,22 @@ def recommend(
     }
     per_backing = answer_backings(info["plan_definition"])  # shared storage: one answer per backing
     verdicts = []
+    seconds = sweep_run_seconds(store, sweep_id, info)
+    budget = info["plan_definition"].get("time_budget")
     for w in workload_names(cws, sweep_id, workload):
-        # a role's job at its role's margin (roles.decided_at), as in its race
+        # a role's job at its role's margin (roles.decided_at), as in its race; its pace and the
+        # budget say the time an unsettled decision still needs in minutes
         theta, job_margin = decided_at(w, margins, rank_kw["margin"], rank_kw["threshold"])
-        job_kw = {**rank_kw, "margin": job_margin, "threshold": theta}
+        job_kw = {
+            **rank_kw,
+            "margin": job_margin,
+            "threshold": theta,
+            "seconds_per_run": seconds.get(w),
+            "budget": budget,
+        }
         verdicts += _workload_answers(sweep, cws, w, per_backing, job_kw)
+    for v in verdicts:  # a workload's pick not told apart says what a role's says
+        say_unresolved(v, cws, seconds.get(v.workload), budget)
     verdicts += score_verdicts(
         store, sweep_id, _scores(scores, workload, cws), reqs, sweep.measured
     )
@@ -147,8 +158,8 @@ def recommend(
             allowed,
             margin,
             sweep.rounds,
-            run_seconds=_run_seconds(store, sweep_id, info),
-            budget=info["plan_definition"].get("time_budget"),
+            run_seconds=seconds,
+            budget=budget,
         )
         if workload is None
         else []
@@ -197,14 +208,6 @@ def _keep_order(current: CurrentConfig | None) -> Callable[..., Any]:
     if current is None:
         return keep_defaults
     return keep_current(lambda cells, best: matching_current(cells, best, current)[0])
-
-
-def _run_seconds(store: Store, sweep_id: int, info: dict[str, Any]) -> dict[str, float]:
-    """Seconds one run of each workload cost in this sweep, its share of set-up included
-    (resolution.run_seconds): what turns a decision's rounds still needed into minutes."""
-    runs = [(r.workload, r.wall_s) for r in store.run_listing(sweep_id) if r.status == "ok"]
-    start, end = info.get("started_at"), info.get("finished_at")
-    return run_seconds(runs, end - start if start and end else None)
 
 
 def plan_command(plan: str) -> str:

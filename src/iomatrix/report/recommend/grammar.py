@@ -93,3 +93,13 @@ def versus(pick: str, other: str, parts: list[tuple[str, RatioCI | None, str]]) 
         words = compared(ratio, metric, other) if i == 0 else ratio_words(ratio, metric)
         said.append(f"{words} on {workload}")
     return f"{pick} {', '.join(said)}"
+
+
+def interval_text(low: float, high: float) -> str:
+    """An interval of a ratio, "1.08–1.35"; a bound that two decimals would show as 1.00 gets a
+    third, so that an interval that excludes 1 never reads as if it touched it ("1.003–1.27")."""
+
+    def bound(x: float) -> str:
+        return f"{x:.3f}" if f"{x:.2f}" == "1.00" and x != 1 else f"{x:.2f}"
+
+    return f"{bound(low)}–{bound(high)}"

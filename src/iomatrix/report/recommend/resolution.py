@@ -14,10 +14,12 @@ is 60 × 4.8 s ≈ 5 minutes: with time_budget = "4m", a budget of "9m" would se
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
-from iomatrix.plan.model import parse_duration
+# the rounds → minutes arithmetic lives in report/settle_time.py (rank's notes use it too)
+from iomatrix.report.settle_time import minutes_text as minutes_text
+from iomatrix.report.settle_time import run_seconds as run_seconds
+from iomatrix.report.settle_time import settle_text as settle_text
 from iomatrix.stats.decision import safety_key
 
 # The three statuses every answer ends with, by the decision's own status (roles.STATUS_WORDS).
@@ -33,52 +35,6 @@ FORMAT_PROPERTY = {
     "raw": "raw: the simpler format, nothing between the guest and the file",
     "qcow2": "qcow2: snapshots and thin provisioning",
 }
-
-
-def run_seconds(runs: Sequence[tuple[str, float]], sweep_seconds: float | None) -> dict[str, float]:
-    """Seconds one run of each workload costs in this sweep: its runs' mean wall time, scaled by the
-    sweep's wall-clock time over the sum of every run's (the set-up, boots and pauses between runs
-    spread over them). `runs`: (workload, wall seconds) of the sweep's runs; `sweep_seconds`: None
-    while it runs (then the runs' own times)."""
-    total = sum(w for _, w in runs)
-    if total <= 0:
-        return {}
-    scale = max(1.0, sweep_seconds / total) if sweep_seconds else 1.0
-    by: dict[str, list[float]] = {}
-    for name, wall in runs:
-        by.setdefault(name, []).append(wall)
-    return {name: scale * sum(ws) / len(ws) for name, ws in by.items()}
-
-
-def minutes_text(minutes: float) -> str:
-    """ "about 5 minutes", "about 2 hours" (a figure a user can plan with)."""
-    if minutes < 1:
-        return "under a minute"
-    if minutes < 90:
-        return f"about {math.ceil(minutes)} minutes"
-    return f"about {round(minutes / 60)} hours"
-
-
-def settle_text(
-    rounds: int | None, seconds_per_run: float | None, budget: str | None, cells: int = 2
-) -> str:
-    """How much more time would settle a decision the sweep left open, from its estimate of the
-    rounds still needed (`rounds`, one run of each of `cells` contending cells per round) and the
-    measured time of a run: "about 5 minutes more would settle it (time_budget = "9m" in the plan,
-    now "4m")"; "" when no estimate can be made."""
-    if rounds is None or seconds_per_run is None:
-        return ""
-    minutes = rounds * cells * seconds_per_run / 60
-    more = f"{minutes_text(minutes)} more would settle it"
-    try:
-        now = parse_duration(budget) / 60 if budget else None
-    except ValueError:
-        now = None
-    if now is None:
-        return more
-    total = now + minutes
-    needed = f"{math.ceil(total)}m" if total < 120 else f"{math.ceil(total / 60)}h"
-    return f'{more} (time_budget = "{needed}" in the plan, now "{budget}")'
 
 
 def pick_reason(pick: Mapping[str, str], rival: Mapping[str, str] | None, keeper: str = "") -> str:

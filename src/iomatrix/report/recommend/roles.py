@@ -20,6 +20,7 @@ from typing import Any
 from iomatrix.domain import is_ceiling
 from iomatrix.metrics import metric_info
 from iomatrix.report.query import CellWorkload
+from iomatrix.report.recommend.grammar import interval_text as interval_text
 from iomatrix.report.recommend.grammar import ratio_against
 from iomatrix.report.recommend.resolution import RESOLUTION, pick_reason, settle_text
 from iomatrix.report.recommend.verdict import Gain, Verdict, answer_of
@@ -403,16 +404,6 @@ def _paired_parts(figures: Sequence[FigureMeans], a: str, b: str) -> list[Paired
     return parts
 
 
-def interval_text(low: float, high: float) -> str:
-    """An interval of a ratio, "1.08–1.35"; a bound that two decimals would show as 1.00 gets a
-    third, so that an interval that excludes 1 never reads as if it touched it ("1.003–1.27")."""
-
-    def bound(x: float) -> str:
-        return f"{x:.3f}" if f"{x:.2f}" == "1.00" and x != 1 else f"{x:.2f}"
-
-    return f"{bound(low)}–{bound(high)}"
-
-
 def weights_text(figures: Sequence[Figure]) -> str:
     """The weights in a few words: "log:write.iops ×2, data:read.clat_p99_us ×1, …"."""
     return ", ".join(f"{f.key} ×{f.weight:g}" for f in figures)
@@ -578,12 +569,23 @@ def _say_status(
     out.kept = choice.kept if out.status == "equivalent" else ""
     if out.status in ("tied", "provisional"):
         best = deciding.best()  # the closest cell where the decision names none: the best mean
-        out.unresolved, out.unresolved_brief = _unresolved(
+        out.unresolved, out.unresolved_brief = not_told_apart(
             found[0], out.cell, cws, seconds, budget, best[0] if best else None
         )
 
 
-def _unresolved(
+def say_unresolved(
+    v: Verdict, cws: Sequence[CellWorkload], seconds: float | None, budget: str | None
+) -> None:
+    """A workload's pick not told apart, said as a role's is (issue 71: the same fields from the
+    same code): `v.unresolved` gets not_told_apart's full and brief texts."""
+    found = answer_of(v)
+    if found is None or found[1] not in ("tied", "provisional") or found[0].choice is None:
+        return
+    v.unresolved = not_told_apart(found[0], found[0].choice.cell, cws, seconds, budget)
+
+
+def not_told_apart(
     shown: Verdict,
     cell: str,
     cws: Sequence[CellWorkload],

@@ -15,6 +15,7 @@ from iomatrix.report.query import CellWorkload
 from iomatrix.report.rank import (
     WorkloadRanking,
 )
+from iomatrix.report.recommend.axis_lines import AxisAnswer, axis_answers
 from iomatrix.report.recommend.current_match import (
     asked_later_axes,
     matching_cell,
@@ -179,6 +180,13 @@ class Verdict:
     # the backings.
     # Its workloads get one configuration where their decisions allow (report/one_config.py).
     group: str = ""
+    # Where the sweep varied more than one axis: the pick's level of each, decided on its own over
+    # the other axes' values (report/recommend/axis_lines.py), for the first screen's axis lines.
+    axis_answers: list[AxisAnswer] = field(default_factory=list)
+    # A pick not told apart (tied or provisional), said as a role's is (roles.not_told_apart): the
+    # interval reached, the property the pick rests on, the minutes more that would settle it; in
+    # full and in a few words. ("", "") otherwise.
+    unresolved: tuple[str, str] = ("", "")
 
     def as_dict(self) -> dict[str, Any]:
         out = self._fields()
@@ -376,7 +384,7 @@ def workload_verdict(
             pick = Choice(
                 d.provisional,
                 tuple(c for c in (d.leader, *d.tied, *d.unresolved) if c and c != d.provisional),
-                d.statement,
+                chosen_from.statement(),
                 settle_rounds=d.extra_rounds,
                 equivalence_rounds=d.equivalence_rounds,
             )
@@ -389,8 +397,10 @@ def workload_verdict(
                 current=current,
                 measured=measured,
             )
+            v.axis_answers = axis_answers(chosen_from, d.provisional, wr.ranking.alpha)
         return v
     v.choice = choice
+    v.axis_answers = axis_answers(chosen_from, choice.cell, wr.ranking.alpha)
     return _chosen_verdict(
         v, cws, wr, chosen_from, requirements=requirements, current=current, measured=measured
     )
@@ -463,7 +473,11 @@ def _why_no_choice(
     if requirements and chosen_from is None:
         return "no swept cell meets " + " and ".join(q.name for q in requirements) + " together"
     d = chosen_from.decision if chosen_from is not None else None
-    return d.statement if d is not None else "no cell is eligible: too few runs or too noisy"
+    return (
+        chosen_from.statement()
+        if chosen_from is not None and d is not None
+        else ("no cell is eligible: too few runs or too noisy")
+    )
 
 
 def _gains(

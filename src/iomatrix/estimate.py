@@ -1,0 +1,133 @@
+"""How long a sweep of a plan takes: the one estimate `iomatrix plan`, `iomatrix plans` and the
+README show (issue 70: `plans` said "3–5 min" for ceph, the README 8, and the sweep took 18.7).
+
+The estimate is one figure, the sweep's wall clock set-up included:
+
+    wall = min(time budget, set-up + minimum + share × (most − minimum))
+
+* set-up: what a sweep does before its first run, per backing it uses: a lab-started server
+  (``LAB_SETUP_S``: Ceph's monitor and OSD, tgtd, nfs-ganesha) or a local backing's preparation;
+* minimum: every unit's minimum runs, ``matrix.estimate_seconds``' first figure (the tiers' own
+  per-run costs, a guest tier's boots shared by a cell's runs);
+* most: every unit to ``max`` runs, and a tier's ``precision_max`` beyond it, not capped;
+* share (``ADAPTIVE_SHARE``): the part of the runs between the minimum and the most that an adaptive
+  sweep (racing, ci-width) makes before its data settle; a fixed design (``min = max`` with no
+  precision runs) makes none of them;
+* the time budget caps it: the scheduler starts no run that the budget cannot hold
+  (scheduler.py), set-up included, so a sweep whose runs would take longer ends at its budget, and
+  the estimate says so (``budget_bound``). Its minimum runs beyond the budget are then cut too:
+  ``minimum_cut`` says so, and the sweep's answer says how many cells kept their first runs only.
+
+Checked against the sweeps the project recorded (tests/test_estimate.py): the captured databases in
+tests/data (their stored plans and wall clocks) and the wall times docs/benchmarks-history.md
+records, within ±25 %."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from iomatrix.matrix import Expansion
+    from iomatrix.plan.model import Plan
+
+# Seconds from a sweep's start to its first run per lab-started server: Ceph's monitor, manager and
+# OSD on a file (ceph_startup_s 12.2 s, 13.0 s from the sweep's start to its first run, in
+# tests/data/answers/ceph-flush-trap.sqlite; 19.5 s in ceph-custom-jobs.sqlite), tgtd (0.9 s in
+# iscsi-lun-cache-jobs.sqlite), nfs-ganesha with its rpcbind registration.
+LAB_SETUP_S = {"rbd": 16.0, "iscsi": 1.0, "nfs": 5.0}
+# Any other backing: a directory, a loop device's mkfs and mount (0.1–2.7 s in tests/data's
+# captured sweeps).
+LOCAL_SETUP_S = 1.0
+# The share of the runs between every unit's minimum and its most that an adaptive sweep makes:
+# racing stops most cells at or near their minimum and runs the close ones on. Fitted to the sweeps
+# recorded on a quiet host (tests/test_estimate.py): 0.21 of the way for shared-storage (8.0 min,
+# minimum 4.9, most 19.6), 0.18 for modern (15.0 min; 8.1, 45.9), 0.18 for full-matrix-fs (89.5
+# min; 76.1, 152.1). A loaded host makes every cell noisier and runs longer: its sweeps run to 0.6-1
+# of the way (shared-storage 13.5 and 18.9 min), which the budget then caps.
+ADAPTIVE_SHARE = 0.25
+
+
+@dataclass(frozen=True)
+class SweepEstimate:
+    """A plan's sweep as estimated (seconds): its parts, and the one figure shown (`wall_s`)."""
+
+    setup_s: float  # before the first run: lab servers, local backings
+    minimum_s: float  # every unit's minimum runs
+    most_s: float  # every unit to max (and a tier's precision_max), not capped by the budget
+    budget_s: float  # the plan's time budget: a wall-clock limit, set-up included
+    wall_s: float  # the estimate: set-up and the expected runs, at most the budget
+
+    @property
+    def budget_bound(self) -> bool:
+        """The time budget ends the sweep before its runs would."""
+        return self.wall_s >= self.budget_s
+
+    @property
+    def minimum_cut(self) -> bool:
+        """Even every unit's minimum runs do not fit the budget: some cells keep their first runs
+        only."""
+        return self.setup_s + self.minimum_s > self.budget_s
+
+    def minutes(self) -> str:
+        """The figure as `plans` and the README give it: '4.5 min', '12 min', '1.5 h'."""
+        return duration_text(self.wall_s)
+
+    def sentence(self, budget: str) -> str:
+        """What `iomatrix plan` says of it, e.g. 'estimated duration: 12 min, set-up 21 s included
+        (the minimum runs alone 4.9 min; time budget 18m, a wall-clock limit)'."""
+        setup = f"set-up {self.setup_s:.0f} s included"
+        minimum = f"the minimum runs alone {duration_text(self.minimum_s)}"
+        if self.minimum_cut:
+            return (
+                f"estimated duration: {self.minutes()}, {setup}: the time budget {budget} ends it "
+                f"({minimum}, so some cells keep their first runs only; raise time_budget to give "
+                "them all their minimum)"
+            )
+        if self.budget_bound:
+            return (
+                f"estimated duration: {self.minutes()}, {setup}: the time budget {budget} ends it "
+                f"({minimum}; racing stops earlier once the answers settle)"
+            )
+        return (
+            f"estimated duration: {self.minutes()}, {setup} ({minimum}; time budget {budget}, a "
+            "wall-clock limit)"
+        )
+
+
+def setup_s(plan: Plan, expansion: Expansion) -> float:
+    """Seconds before a sweep's first run: each backing a cell uses, set up once."""
+    used = {c.backing for c in expansion.cells if not c.is_null_ceiling}
+    total = 0.0
+    for label, spec in plan.backing_by_label().items():
+        if label not in used:
+            continue
+        lab = spec.kind == "network" and bool(getattr(spec, "lab_started", False))
+        total += LAB_SETUP_S.get(spec.type, LOCAL_SETUP_S) if lab else LOCAL_SETUP_S
+    return total
+
+
+def adaptive(plan: Plan) -> bool:
+    """Whether the sweep's runs per unit depend on its data (between min and max, or a tier's
+    precision_max): racing or ci-width with room beyond the minimum."""
+    reps = plan.repetitions
+    return reps.max > reps.min or any(n > reps.min for n in reps.precision_max.values())
+
+
+def estimate_sweep(plan: Plan, expansion: Expansion) -> SweepEstimate:
+    """The one estimate of a sweep of `plan` (the module's docstring has the formula)."""
+    from iomatrix.matrix import estimate_seconds
+
+    minimum, most = estimate_seconds(plan, expansion, capped=False)
+    setup = setup_s(plan, expansion)
+    runs = minimum + (ADAPTIVE_SHARE * (most - minimum) if adaptive(plan) else 0.0)
+    budget = plan.time_budget_s
+    return SweepEstimate(setup, minimum, most, budget, min(budget, setup + runs))
+
+
+def duration_text(seconds: float) -> str:
+    """'4.5 min' under 10 minutes, '12 min' to 90 minutes, '1.5 h' beyond."""
+    if seconds >= 5400:
+        return f"{seconds / 3600:.1f} h"
+    minutes = seconds / 60
+    return f"{minutes:.1f} min" if minutes < 10 else f"{minutes:.0f} min"

@@ -1,0 +1,158 @@
+"""One axis decided on its own (issue 71, "an answer per axis"): the main effect of one level
+against another over every stratum of the other axes (stats/main_effects.py), judged by the rule the
+pairs are judged by: its variance moderated toward the race's (stats/moderated.py), its look's
+level (stats/looks.py), equivalence by a TOST at that level (stats/equivalence.py).
+
+A quickstart varies format × cache. "Which cache mode?" has one answer for both formats when the
+interaction is small, and that answer may use both formats' rounds: the strata-averaged log ratio
+D_j = Σ_s (ln a_sj − ln b_sj)/S of each round j (main_effects.py), J rounds, sample variance s_D²
+on J − 1 df.
+
+**Moderation.** The race's pairs have fitted a cell-variance model v_i and a prior (s₀², d₀)
+about it (stats/moderated.py: each pair's shape h = v_a + v_b). D_j averages S independent
+differences, so its shape is h_D = Σ_s (v_{a,s} + v_{b,s}) / S², and
+
+    s̃_D² = (d₀' s₀² h_D + (J − 1) s_D²) / (d₀' + J − 1)   on d₀' + J − 1 df,
+    d₀' = min(d₀, df_resid − (J − 1))                     (no more df than the race holds)
+    SE = s̃_D/√J,  t = D̄/SE,  p two-sided
+
+Without a prior (d₀ = 0, or the cells' variances undetermined) s_D² on J − 1 df, as main_effects.
+
+**The rule.** The level is the look's, α/(k(k+1)) at the k-th look (k = J − 2), divided by the
+``family`` of axis comparisons the caller makes for one answer (Bonferroni: the axis lines add
+tests beside the pairs' own family). Then:
+
+* the interaction is not small (main_effects.py) → ``per_cell``: one answer does not fit every
+  stratum, the cells' own pairwise decisions stand;
+* p < level → ``decided``: the better level is named (a if D̄ > 0 for a higher-is-better figure);
+* TOST within ``margin`` at the level → ``equivalent``;
+* else ``open``: not told apart at this resolution; the interval (at ``confidence``) is what the
+  sweep reached.
+
+Worked example (cache writeback a against none b, strata raw and qcow2, 3 rounds, higher is
+better, no prior): raw d = 0.20, 0.25, 0.15; qcow2 d = 0.22, 0.18, 0.20 → D̄ = 0.2, SE = 0.012583
+on 2 df, t = 15.894, p = 0.0039. k = 1: level 0.02/2 = 0.01, family 2 (two axes): 0.005; 0.0039 <
+0.005: decided, writeback 1.22× (1.16–1.29) cache=none. The same with a prior s₀² = 1, d₀ = 4,
+df_resid = 6 and cell variances 0.0005 each (h_D = 4 · 0.0005 / 4 = 0.0005): s_D² = 0.000475,
+s̃_D² = (4 · 0.0005 + 2 · 0.000475)/6 = 0.00049167 on 6 df, SE = 0.012802, t = 15.62, p =
+4.4e-6: decided with more to spare.
+
+Edge cases: as main_effects (ValueError with fewer than 2 strata or rounds); before the first look
+(J < 3) the level is 0 and nothing is decided or shown equivalent; SE 0 decides exactly."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from iomatrix.stats.equivalence import tost
+from iomatrix.stats.looks import look_level
+from iomatrix.stats.main_effects import AxisEffect, axis_effect, stratum_name
+from iomatrix.stats.moderated import Prior, cell_variances
+from iomatrix.stats.paired import paired_comparison
+from iomatrix.stats.summary import t_quantile, t_two_sided_p
+
+
+@dataclass(frozen=True)
+class AxisDecision:
+    effect: AxisEffect  # the main effect on its own variance (main_effects.py)
+    status: str  # "decided" | "equivalent" | "open" | "per_cell"
+    better: str | None  # the level shown better ("decided"), else None
+    ratio: float  # a/b, exp(D̄)
+    low: float | None  # its interval at `confidence`, on the moderated variance
+    high: float | None
+    p_value: float
+    level: float  # what p had to be below (the look's level over the family)
+    df: float
+
+
+def decide_axis(
+    data: Mapping[str, Sequence[tuple[int, float]]],
+    levels: Mapping[str, Mapping[str, str]],
+    axis: str,
+    a: str,
+    b: str,
+    *,
+    higher_is_better: bool,
+    alpha: float,
+    margin: float,
+    prior: Prior | None = None,
+    df_resid: float = math.inf,
+    family: int = 1,
+    confidence: float = 0.95,
+    variances: Mapping[str, float] | None = None,
+) -> AxisDecision:
+    """Level `a` of `axis` against `b` over every stratum (module docstring). ``data``: cell →
+    (round, value > 0) of every cell the race compared (the prior's cell model is fitted over all
+    of them); ``levels``: cell → axis → value; ``prior``, ``df_resid``: the race's
+    (BlockedAnalysis.prior, .df_resid); ``variances``: `cell_variances_of(data)` computed once for
+    several axes (else computed here). ValueError as axis_effect."""
+    eff = axis_effect(data, levels, axis, a, b, margin=margin, confidence=confidence)
+    n = eff.rounds
+    s_sq, df = eff.se_log**2 * n, float(n - 1)
+    shape = None
+    if prior is not None and prior.d0 > 0:
+        v = cell_variances_of(data) if variances is None else variances
+        shape = _shape(v, levels, axis, a, b) if v else None
+    if prior is not None and shape is not None:
+        s_sq, df = prior.moderate(s_sq, df, shape, df_resid)
+    level = look_level(alpha, n) / max(1, family)
+    mean = math.log(eff.ratio)
+    se = math.sqrt(s_sq / n)
+    if se <= 1e-12 * max(1.0, abs(mean)):
+        p = 1.0 if abs(mean) < 1e-12 else 0.0
+        low = high = eff.ratio
+    else:
+        p = t_two_sided_p(mean / se, df)
+        q = t_quantile(confidence, df)
+        low, high = math.exp(mean - q * se), math.exp(mean + q * se)
+    status, better = "open", None
+    if not eff.interaction_small:
+        status = "per_cell"
+    elif level > 0 and p < level:
+        status, better = "decided", (a if (mean > 0) == higher_is_better else b)
+    elif level > 0 and tost(eff.ratio, se, df, level, margin, higher_is_better).equivalent:
+        status = "equivalent"
+    return AxisDecision(
+        effect=eff,
+        status=status,
+        better=better,
+        ratio=eff.ratio,
+        low=low,
+        high=high,
+        p_value=p,
+        level=level,
+        df=df,
+    )
+
+
+def cell_variances_of(data: Mapping[str, Sequence[tuple[int, float]]]) -> dict[str, float]:
+    """Cell → v_i, fitted to the paired log-ratio variances of every pair of `data`'s cells as
+    stats/moderated.py fits them ({} where the model is undetermined)."""
+    cells = sorted(data)
+    table = {c: {int(r): float(v) for r, v in data[c]} for c in cells}
+    pairs = []
+    for i in range(len(cells)):
+        for j in range(i + 1, len(cells)):
+            pc = paired_comparison(table[cells[i]], table[cells[j]])
+            if pc.se_log is not None and pc.rounds >= 2:
+                pairs.append((i, j, pc.se_log**2 * pc.rounds, float(pc.df)))
+    v = cell_variances(pairs, len(cells))
+    return {} if v is None else dict(zip(cells, v, strict=True))
+
+
+def _shape(
+    v: Mapping[str, float],
+    levels: Mapping[str, Mapping[str, str]],
+    axis: str,
+    a: str,
+    b: str,
+) -> float | None:
+    """h_D = Σ_s (v_{a,s} + v_{b,s}) / S² over the strata holding both levels; None without."""
+    at = {(stratum_name(levels[c], axis), levels[c].get(axis)): c for c in v if c in levels}
+    strata = sorted({s for s, lv in at if lv == a} & {s for s, lv in at if lv == b})
+    if not strata:
+        return None
+    total = sum(v[at[(s, a)]] + v[at[(s, b)]] for s in strata)
+    return total / len(strata) ** 2 if total > 0 else None
