@@ -4,7 +4,7 @@ grammar (report/recommend/grammar.py), on constructed inputs whose right wording
 from __future__ import annotations
 
 from iomatrix.report.recommend.change import decided_better, not_decided
-from iomatrix.report.recommend.grammar import ratio_words, versus
+from iomatrix.report.recommend.grammar import compared, ratio_against, ratio_words, to_best, versus
 from iomatrix.report.recommend.resolution import pick_reason, run_seconds, settle_text
 from iomatrix.report.recommend.verdict import Gain
 from iomatrix.stats import RatioCI
@@ -52,6 +52,27 @@ def test_every_ratio_reads_the_pick_against_the_other() -> None:
         [("database:log", RatioCI(2.18, 1.47, 3.21), "write.iops")],
     )
     assert line == "raw · writeback is 2.18× (1.47–3.21) qcow2 · cache=none on database:log"
+
+
+def test_every_other_ratio_reads_in_the_same_grammar() -> None:
+    """A workload line under the pick, a --detail line, a ranking's "vs best" column and a role's
+    figure against the best (issue 70: "4,975 µs, 0.60× the best" had no direction)."""
+    assert ratio_against(RatioCI(1.06, 0.63, 1.78), "write.iops", "Nova's default") == (
+        "1.06× (0.63–1.78) Nova's default"
+    )
+    assert ratio_against(RatioCI(0.7, 0.5, 0.8), "read.clat_p99_us", "QEMU's default") == (
+        "1.43× (1.25–2.00) higher latency than QEMU's default"
+    )
+    assert compared(RatioCI(1.43, 1.2, 1.7), "read.clat_p99_us", "X").startswith("has 1.43× (")
+    assert compared(RatioCI(2.18, 1.47, 3.21), "write.iops", "X") == "is 2.18× (1.47–3.21) X"
+    # a role's ratio of means has no interval by nature: no "(no interval)"
+    point = ratio_against(RatioCI(0.6, None, None), "read.clat_p99_us", "the best", point=True)
+    assert point == "1.67× higher latency than the best"
+    # a ranked row against the best, the row the subject: centre(row)/centre(best)
+    assert to_best(RatioCI(0.65, 0.22, 1.98), "read.iops") == "0.65× (0.22–1.98)"
+    assert to_best(RatioCI(1.5, 1.2, 1.8), "read.clat_p99_us") == "1.50× (1.20–1.80) higher latency"
+    assert to_best(RatioCI(1.0, 1.0, 1.0), "read.clat_p99_us") == "1.00× (1.00–1.00)"
+    assert to_best(None, "read.iops") == "–"
 
 
 def test_a_change_is_decided_only_where_its_interval_clears_one() -> None:

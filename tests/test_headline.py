@@ -108,7 +108,11 @@ def test_recommend_starts_with_the_headline_within_40_lines(db: Path) -> None:
     # rounds per cell: at the first look's level (docs/statistics.md §10b) no workload settles,
     # rand-write-4k included (it was "the answer" when a one-sided "cannot be 5% better" at 3 rounds
     # and α = 0.05 made it one).
-    assert "Use for now, the tie-break's pick: raw · writeback" in head and "Use:" not in head
+    # (the densest screen, laid out for the most crowded target's: "Use for now", issue 70)
+    assert (
+        "Use for now, the tie-break's pick: raw · writeback" in head
+        or "Use for now: raw · writeback" in head
+    ) and "Use:" not in head
     assert "where the axis applies: preallocation=off aio=threads" in head
     rest = " ".join(res.stdout.split())
     assert "Use:" not in rest
@@ -116,8 +120,9 @@ def test_recommend_starts_with_the_headline_within_40_lines(db: Path) -> None:
     # (with a line per axis above them, the screen is the crowded one: the verb says "the
     # tie-break's pick" for every line under it)
     assert "rand-write-4k: 1.00×: it is QEMU's default" in rest
-    assert "QEMU crash:" in head and "power loss:" in head and "live migration:" in head
-    assert "QEMU's default" in head and "the tie-break's pick" in head
+    # the risks whole or (the densest screen) named on its last line
+    assert all(r in rest for r in ("QEMU crash", "power loss", "live migration"))
+    assert "QEMU's default" in head and ("the tie-break's pick" in head or "Use for now:" in head)
     # Under TCG the block layer is the basis, and the headline says so in one place.
     assert "ran under TCG" in head and "blocklayer tier is the basis" in head
     # Without --detail: no per-workload detail, no weighted score without its inputs.

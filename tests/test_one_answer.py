@@ -89,8 +89,10 @@ def test_every_output_says_the_json_answer(
     for p in picks:
         verb = "Use" if p["settled"] else "Use for now, the tie-break's pick"
         said = f"{verb}: {p['name']}"
+        # the densest screen (laid out for the most crowded target's, issue 70): "Use for now"
+        brief = f"Use for now: {p['name']}"
         for where, text in outputs.items():
-            assert said in text, (where, said, text[:600])
+            assert said in text or (not p["settled"] and brief in text), (where, said, text[:600])
     if not any(p["settled"] for p in picks):
         for where, text in outputs.items():
             assert "Use:" not in text, where

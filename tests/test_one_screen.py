@@ -80,8 +80,14 @@ def test_the_ceph_answer_starts_with_the_finding_and_the_client_lines_it_sets(
 ) -> None:
     lines = _recommend(CEPH, tmp_path).splitlines()
     head = lines[:20]
+    # whole, or in its one-line form on the denser screen every target's shares (issue 70)
     assert any(
-        line.startswith("finding: librbd stays writethrough until the guest's first flush")
+        line.startswith(
+            (
+                "finding: librbd stays writethrough until the guest's first flush",
+                "finding: librbd is writethrough until the first flush",
+            )
+        )
         for line in head
     )
     start = head.index("    [client]")
@@ -102,11 +108,17 @@ def test_the_ceph_answer_starts_with_the_finding_and_the_client_lines_it_sets(
     # a note: its cells ran 3 rounds, and writearound with until-flush on (8% behind, Holm p = 0.58)
     # is not ruled out at the looks' level ℓ* = 0.0024 (it was at the 0.01 of α/(k(k+1))'s first
     # look), so its own pick is the tie-break's among the cells not told apart: until-flush on
+    # (on the denser screen every target's shares, issue 70: without the backing its
+    # configuration's name says, and the short status)
     assert (
         "rand-write-4k-flush32 on rbd: 1.09× (1.01–1.18) its own pick "
         "rbd_cache_writethrough_until_flush=on · not told apart yet: one configuration for the "
-        "backing" in joined
-    )
+        "backing"
+        in joined
+        or "rand-write-4k-flush32: 1.09× (1.01–1.18) its own pick "
+        "rbd_cache_writethrough_until_flush=on · not told apart yet"
+        in joined
+    ), joined
     assert sum(line.startswith("Use") for line in lines) == 1, lines
     # the whole [client] section (every option, its notes) stays in --detail
     detail = _recommend(CEPH, tmp_path, "--detail")
@@ -275,7 +287,9 @@ def test_two_backings_answer_each_under_its_own_label_on_one_screen(tmp_path: Pa
     assert len(lines) <= 30 and all(len(line) <= 100 for line in lines), "\n".join(lines)
     iscsi, rbd = lines.index("on iscsi:"), lines.index("on rbd:")
     assert iscsi < rbd
-    assert "LUN: fileio, write cache on" in "\n".join(lines[iscsi:rbd])
+    # the LUN's setting in one line, or targets.conf whole where the screen has room
+    lun = "\n".join(lines[iscsi:rbd])
+    assert "LUN: fileio, write cache on" in lun or "write-cache on" in lun, lun
     # the [client] lines whole where the screen has room, else in one line
     ceph = "\n".join(lines[rbd:])
     assert (
@@ -285,8 +299,15 @@ def test_two_backings_answer_each_under_its_own_label_on_one_screen(tmp_path: Pa
         or "    rbd cache policy = writearound\n    rbd cache writethrough until flush = false"
         in ceph
     ), ceph
-    assert sum(line.startswith("  risks (") for line in lines) == 2
-    assert sum("<driver " in line for line in lines) == 2
+    # each backing's risks under it, or (laid out for the most crowded target's screen, issue 70)
+    # named once on the last line with the backing each concerns
+    flat = " ".join(" ".join(lines).split())
+    assert (
+        sum(line.startswith("  risks (") for line in lines) == 2
+        or "target power loss on iscsi" in flat
+    ), flat
+    # the <driver> per backing, or the settings it makes in one line (a denser layout)
+    assert sum("<driver " in line or "  libvirt: cache=" in line for line in lines) == 2, lines
 
 
 @needs("ceph-conf")

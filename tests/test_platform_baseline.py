@@ -177,10 +177,15 @@ def test_an_unmeasured_platform_default_is_said_and_qemus_is_quoted(tmp_path: Pa
         ("nova", "Nova's default", "cache=none aio=threads bus=virtio-blk"),
     ):
         text, doc = _screen(store, sid, target)
+        # whole, or in its short form where a target's screen is crowded: every target's screen
+        # holds the same facts (issue 70), so it is laid out for the most crowded
         assert (
             f"baseline: {name} ({settings}) was not measured by this sweep: those ratios "
             "are against QEMU's "
-            "default (cache=writeback aio=threads)" in text
+            "default (cache=writeback aio=threads)"
+            in text
+            or f"baseline: {name} ({settings}) not measured: ratios are against QEMU's default"
+            in text
         ), text
         assert "rand-read-4k: 2.40× (" in text and ") QEMU's default ·" in text
         assert doc["baseline"]["not_measured"] == ["rand-read-4k"] and doc["baseline"][
@@ -231,12 +236,13 @@ def test_a_captured_quick_sweep_for_nova_is_quoted_against_nova_with_the_page_ca
         lines = headline_text(headline(recommend(store, 1), "vm", "proxmox"), 100).splitlines()
         assert len(lines) <= 30 and all(len(x) <= 100 for x in lines)
         text = " ".join(" ".join(lines).split())
-        assert (
+        said = (
             "baseline: Proxmox's default (cache=none aio=io_uring bus=virtio-scsi-single "
-            "iothread=on) was not "
-            "measured by this sweep"
-            in text
-            and "rand-read-4k: 1.00×: it is QEMU's default" in text
+            "iothread=on)"
         )
+        assert (
+            f"{said} was not measured by this sweep" in text
+            or f"{said} not measured: ratios are against QEMU's default" in text
+        ) and "rand-read-4k: 1.00×: it is QEMU's default" in text, text
     finally:
         store.close()

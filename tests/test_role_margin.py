@@ -258,7 +258,7 @@ def test_a_roles_margin_ties_its_cells_as_well(
     text = run_cli(*args, cwd=tmp_path).stdout
     block = text[text.index("file-server:files ·") :].split("\n\n")[0]
     if status == "tied":
-        assert "tied (not significantly different): qcow2 · writeback\n" in block, block
+        assert "tied (not separated at the rule's level): qcow2 · writeback\n" in block, block
         # Both cache=none cells, 33 % behind, are significantly worse than the pick by the
         # one-sided test against the best (stats/worse_than_best.py), no longer only "cannot be
         # more than 10% better": neither is named with the tie.

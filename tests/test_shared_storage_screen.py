@@ -227,8 +227,13 @@ def test_the_shared_storage_answer_fits_one_screen_with_room(
         joined = " ".join(text.split())
         assert "target power loss: with lun_write_cache=" in joined
         assert sum(line.startswith(("Use: ", "Use for now")) for line in lines) == 2
-        # one line per workload × backing (two at 80 columns where it is long)
-        assert sum(" on iscsi: " in line or " on nfs: " in line for line in lines) == 4
+        # one line per workload × backing (two at 80 columns where it is long); on a denser
+        # screen (laid out for the most crowded target's, issue 70) without the backing its
+        # configuration's name says
+        assert (
+            sum(" on iscsi: " in line or " on nfs: " in line for line in lines) == 4
+            or sum(line.startswith("  rand-") for line in lines) == 4
+        ), text
 
 
 def test_at_100_columns_the_answer_has_room_to_spare(

@@ -13,6 +13,7 @@ from iomatrix.report.contention import ContentionCurve, client_host_lines, satur
 from iomatrix.report.curves import LatencyCurve
 from iomatrix.report.figures import ci_text, ratio_text
 from iomatrix.report.rank import WorkloadRanking, primary_metric
+from iomatrix.report.recommend.grammar import centre_heading, to_best
 from iomatrix.report.render import DataTable
 from iomatrix.report.results import inference_figures
 from iomatrix.risk import risk_of
@@ -97,6 +98,10 @@ def rank_tables(rankings: Sequence[WorkloadRanking]) -> list[DataTable]:
     for wr in rankings:
         rows = []
         columns = cell_axes([c.axes for c in wr.cells.values()])
+        # the figure the order uses and "the best" is the best of, shown and headed as such (issue
+        # 70); the arithmetic mean stays a field of the row (JSON, CSV)
+        a = wr.ranking.analysis
+        centre = centre_heading(a is not None and a.blocked)
         for row in wr.ranking.rows:
             cell = wr.cells[row.name]
             s = row.summary
@@ -109,11 +114,12 @@ def rank_tables(rankings: Sequence[WorkloadRanking]) -> list[DataTable]:
                     "group": row.group_label,
                     **_shown_axes(cell.axes, columns),
                     "n": s.n,
+                    centre: s.mean if row.centre is None else row.centre,
                     "mean": s.mean,
                     "95% CI": ci,
                     "ci95_low": s.ci_low,
                     "ci95_high": s.ci_high,
-                    "vs best": ratio_text(*row.ratio_to_best) if row.ratio_to_best else None,
+                    "vs best": to_best(row.ratio_to_best, wr.metric) if row.ratio_to_best else None,
                     "vs bare metal": ratio_text(*tb) if tb else None,
                     "power loss": risk.level.value if risk else None,
                     "flags": ", ".join([*row.flags, *_rank_flags(wr, row.name)]) or None,
@@ -133,7 +139,7 @@ def rank_tables(rankings: Sequence[WorkloadRanking]) -> list[DataTable]:
                     "group",
                     *columns,
                     "n",
-                    "mean",
+                    centre,
                     "95% CI",
                     "vs best",
                     "vs bare metal",

@@ -34,7 +34,7 @@ from iomatrix.report.recommend import (
 )
 from iomatrix.report.recommend.axis_lines import AxisAnswer, axis_brief, axis_lines
 from iomatrix.report.recommend.change import keep_reason, measured_against_current, not_decided
-from iomatrix.report.recommend.grammar import turned
+from iomatrix.report.recommend.grammar import ratio_against, turned
 from iomatrix.snippets import Snippet, answer_storage_snippet
 from iomatrix.vmconfig.reading import CurrentConfig
 
@@ -88,6 +88,11 @@ class WorkloadGain:
     # `gain` is that configuration over it.
     own: str = ""
     group: str = ""  # the backing group it was answered on (Verdict.group; "" across backings)
+    # The cells of `alternatives` that are a baseline some target quotes against (QEMU's, a
+    # platform's default, the current configuration): every target's screen shows their ratios,
+    # so that --target changes which one the workload's line names, not which ratios are shown
+    # (issue 70: --target nova alone showed raw · writeback against raw · cache=none).
+    baselines: tuple[str, ...] = ()
     # status "tied" or "provisional": the interval reached, the property the pick rests on and the
     # minutes that would settle it, in full and brief (Verdict.unresolved)
     unresolved: str = ""
@@ -100,11 +105,17 @@ class WorkloadGain:
             "status": self.status,
             "tier": self.tier,
             "against": self.against,
-            "vs": None if self.gain is None else self.gain.as_dict(),
+            "vs": None if self.gain is None else self._said(self.gain, self.against),
             "kept": self.kept or None,
-            "alternatives": [g.as_dict() for g in self.alternatives],
+            "alternatives": [self._said(g, g.against) for g in self.alternatives],
             **({"own_pick": self.own} if self.own else {}),
         }
+
+    def _said(self, g: Gain, against: str) -> dict[str, Any]:
+        """A gain's fields and the pick against it in the one grammar (recommend/grammar.py): the
+        JSON reads as the text does ("said": "1.43× (1.20–1.70) lower latency than …")."""
+        said = None if g.ratio is None or g.ratio.ratio is None else g.ratio
+        return {**g.as_dict(), "said": ratio_against(said, self.metric, against) if said else None}
 
 
 @dataclass
@@ -206,6 +217,9 @@ class Headline:
     # each role's answer in a few words, for a crowded first screen (report/screen.py): its
     # decision in one line, then its deciding figures in one paragraph (RoleAnswer.brief)
     brief_roles: list[tuple[str, str]] = field(default_factory=list)
+    # The same answer written for every other target (headline()): the first screen holds the same
+    # facts whichever target it is written for (report/screen.py: _common_layout, issue 70).
+    peers: list[Headline] = field(default_factory=list, repr=False)
     # Where the sweep varied more than one axis: one line per axis, each decided on its own over
     # the other axes (report/recommend/axis_lines.py), above the configurations and their snippets
     axis_lines: list[str] = field(default_factory=list)
@@ -323,8 +337,18 @@ def _ranked(rec: Recommendation) -> list[Verdict]:
 def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> Headline:
     """The headline of `rec`: ranked workloads only (weighted scores and the durability tier's
     verdicts are detail), grouped by the configuration they pick; on shared storage, one
-    configuration per backing where the workloads' decisions allow (report/one_config.py)."""
+    configuration per backing where the workloads' decisions allow (report/one_config.py). Its
+    `peers`: the same answer for every other VM tool."""
     check_target(target)
+    head = _headline(rec, host, target)
+    # the VM tools' answers: a storage-side target's (tgt, ceph, …) screen holds what theirs do
+    # where its 30 lines allow (taking theirs in too made every shared-storage screen denser)
+    head.peers = [_headline(rec, host, t) for t in TARGETS if t != target]
+    return head
+
+
+def _headline(rec: Recommendation, host: str, target: str) -> Headline:
+    """headline() for one target."""
     answered: dict[tuple[str, bool, bool], Pick] = {}
     declined: dict[str, list[str]] = {}
     basis: list[str] = []
@@ -471,6 +495,7 @@ def _answer(
         if settled and (early := answered.pop((cell, False, False), None)) is not None:
             pick.gains[:0] = early.gains
     against, gain = _reference_gain(shown, target)
+    alternatives, baselines = _with_baselines(shown, cell)
     pick.gains.append(
         WorkloadGain(
             workload=v.workload,
@@ -480,12 +505,26 @@ def _answer(
             gain=gain,
             tier=shown.tier,
             kept=shown.choice.kept,
-            alternatives=tuple(shown.alternatives),
+            alternatives=alternatives,
             group=v.group,
+            baselines=baselines,
             unresolved=v.unresolved[0],
             unresolved_brief=v.unresolved[1],
         )
     )
+
+
+def _with_baselines(v: Verdict, cell: str) -> tuple[tuple[Gain, ...], tuple[str, ...]]:
+    """The verdict's notable alternatives, every measured baseline cell first (each target's
+    reference: QEMU's default, a platform's, the current configuration; verdict.gains), as the
+    pick over it; and those baseline cells' labels."""
+    base = {
+        g.label: Gain(g.label, g.label, g.ratio, g.note, page_cache=g.page_cache)
+        for g in v.gains
+        if g.label is not None and g.label != cell and g.ratio is not None
+    }
+    rest = [a for a in v.alternatives if a.label not in base]
+    return (*base.values(), *rest), tuple(label for label in base if label is not None)
 
 
 def _join(

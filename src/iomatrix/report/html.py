@@ -43,9 +43,11 @@ from iomatrix.report.query import (
 )
 from iomatrix.report.rank import WorkloadRanking, primary_metric, rank_sweep
 from iomatrix.report.recommend import Recommendation, Verdict, recommend
+from iomatrix.report.recommend.grammar import centre_heading, compared, to_best
 from iomatrix.report.render import STATUS_TEXT, gain_text, page_cache_lines
 from iomatrix.stats import summarize
 from iomatrix.stats.decision import DEFAULT_THRESHOLD, DEFAULT_TIE_BREAK
+from iomatrix.stats.ranking import RankedRow
 from iomatrix.stats.summary import Summary
 from iomatrix.store import Store
 from iomatrix.tiers import is_reference, known_tier, reference_tier, tier_classes
@@ -67,6 +69,10 @@ def _env() -> Environment:
     )
     env.filters["num"] = fmt
     env.filters["ratio"] = lambda g: "–" if g is None or g.ratio is None else ratio_text(*g.ratio)
+    # the choice against another configuration in the one grammar (recommend/grammar.py)
+    env.globals["compared"] = lambda g, metric: (
+        f"vs {g.against}: –" if g.ratio is None else compared(g.ratio, metric, g.against)
+    )
     return env
 
 
@@ -117,8 +123,11 @@ def _ranking_section(wr: WorkloadRanking, cws: list[CellWorkload]) -> dict[str, 
     w = wr.workload
     rows = wr.ranking.rows
     short, common = short_labels([r.name for r in rows])
+    # each bar the figure the rank orders by (issue 70: bars of arithmetic means put the shortest
+    # latency bar last in a ranking by geometric means); its whiskers the mean's 95% CI, as the
+    # table's (charts._err clips them where they do not hold the bar's end)
     bars = [
-        charts.Bar(s, r.summary.mean, r.summary.ci_low, r.summary.ci_high, r.group)
+        charts.Bar(s, _centre(r), r.summary.ci_low, r.summary.ci_high, r.group)
         for s, r in zip(short, rows, strict=True)
     ]
     refs: dict[str, float] = {}
@@ -144,10 +153,10 @@ def _ranking_section(wr: WorkloadRanking, cws: list[CellWorkload]) -> dict[str, 
                 "group": r.group_label or "–",
                 "cell": s,
                 "n": r.summary.n,
-                "mean": fmt(r.summary.mean),
-                "mean_value": r.summary.mean,
+                "mean": fmt(_centre(r)),
+                "mean_value": _centre(r),
                 "ci": ci,
-                "vs_best": "–" if r.ratio_to_best is None else ratio_text(*r.ratio_to_best),
+                "vs_best": to_best(r.ratio_to_best, wr.metric),
                 "p50": p50,
                 "p99": p99,
                 "flags": ", ".join(f.replace("_", " ") for f in r.flags),
@@ -160,11 +169,17 @@ def _ranking_section(wr: WorkloadRanking, cws: list[CellWorkload]) -> dict[str, 
         "common": common,
         "notes": wr.notes(),
         "better": "higher" if wr.ranking.higher_is_better else "lower",
+        "centre": centre_heading(wr.ranking.analysis is not None and wr.ranking.analysis.blocked),
         "svg": charts.ranking_chart(bars, wr.metric, refs),
         "rows": table,
         "bounded": bounded,
         "test": wr.ranking.test_description,
     }
+
+
+def _centre(r: RankedRow) -> float:
+    """The figure a ranked row is ordered by (its geometric mean when blocked), else its mean."""
+    return r.summary.mean if r.centre is None else r.centre
 
 
 def _latency(cw: CellWorkload | None, metric: str) -> tuple[str, str]:

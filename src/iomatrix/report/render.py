@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from iomatrix.report.companions import companion
 from iomatrix.report.export import csv, json
 from iomatrix.report.export.table import DataTable
-from iomatrix.report.figures import BOUNDED_NOTE, NO_INTERVAL_NOTE, ci_text, ratio_text
+from iomatrix.report.figures import BOUNDED_NOTE, NO_INTERVAL_NOTE, ci_text
 from iomatrix.report.formats import OutputFormat
 from iomatrix.report.headline import (
     DEFAULT_TARGET,
@@ -29,6 +29,7 @@ from iomatrix.report.naming import cell_names
 from iomatrix.report.objective import Objective, objective_line
 from iomatrix.report.query import sweep_info
 from iomatrix.report.recommend import recommend
+from iomatrix.report.recommend.grammar import compared
 
 # The first screen's layout and the shared text helpers live in report/screen.py; re-exported here,
 # where the commands, the HTML report and the tests have always imported them from.
@@ -156,7 +157,8 @@ def _choice_lines(v: Verdict) -> list[str]:
         out.append(f"  note: {v.basis}")
     tied = [c for c in v.choice.tied if c not in v.choice.ruled_out]
     if tied:
-        how = "score intervals overlap" if v.metric == "score" else "not significantly different"
+        score = v.metric == "score"
+        how = "score intervals overlap" if score else "not separated at the rule's level"
         out.append(f"tied ({how}): {'; '.join(tied)}")
     ruled_out = [c for c in v.choice.tied if c in v.choice.ruled_out]
     if ruled_out:
@@ -164,7 +166,8 @@ def _choice_lines(v: Verdict) -> list[str]:
         out.append(f"behind, and cannot be more than {pct} better: {'; '.join(ruled_out)}")
     gains = comparisons(v)
     declined = [f"not chosen: {v.declined.text()}"] if v.declined is not None else []
-    return out + [_gain_line(g) for g in gains] + declined + _interval_notes(gains, bounded)
+    lines = [_gain_line(g, v.metric) for g in gains]
+    return out + lines + declined + _interval_notes(gains, bounded)
 
 
 def _interval_notes(gains: list[Gain], bounded: bool) -> list[str]:
@@ -177,11 +180,13 @@ def _interval_notes(gains: list[Gain], bounded: bool) -> list[str]:
     return out
 
 
-def _gain_line(g: Gain) -> str:
-    r = g.ratio
-    rt = ratio_text(*(r if r is not None else (None, None, None)))
+def _gain_line(g: Gain, metric: str) -> str:
+    """The choice against one other configuration in the one grammar (recommend/grammar.py): "  is
+    1.06× (0.63–1.78) Nova's default", "  has 1.43× (1.20–1.70) lower latency than …"."""
     tail = f" [{'; '.join(filter(None, [g.note, g.page_cache]))}]" if g.note or g.page_cache else ""
-    return f"  vs {g.against}: {rt}{tail}"
+    if g.ratio is None or g.ratio.ratio is None:
+        return f"  vs {g.against}: –{tail}"
+    return f"  {compared(g.ratio, metric, g.against)}{tail}"
 
 
 def _risk_lines(v: Verdict) -> list[str]:
@@ -261,6 +266,10 @@ def recommendation_table(rec: Recommendation) -> DataTable:
                 {
                     **base,
                     "against": g.against,
+                    # the chosen against it in the one grammar (recommend/grammar.py)
+                    "said": compared(g.ratio, v.metric, g.against)
+                    if g.ratio and g.ratio.ratio is not None
+                    else None,
                     "ratio": g.ratio.ratio if g.ratio else None,
                     "ci95_low": g.ratio.low if g.ratio else None,
                     "ci95_high": g.ratio.high if g.ratio else None,

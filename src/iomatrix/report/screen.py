@@ -13,11 +13,11 @@ import textwrap
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from iomatrix.report.figures import ratio_text
 from iomatrix.report.headline import INSTEAD, TARGETS, Headline, Pick, WorkloadGain
+from iomatrix.report.naming import cell_names
 from iomatrix.report.objective import Objective, objective_line
 from iomatrix.report.recommend import DOCUMENTED
-from iomatrix.report.recommend.grammar import versus
+from iomatrix.report.recommend.grammar import ratio_against, versus
 from iomatrix.report.short_forms import (
     _commands,
     _qemu_options,
@@ -132,7 +132,9 @@ def gain_text(wg: WorkloadGain, cell: str) -> str:
         return f"1.00×: it is {wg.against}{assumed}"
     if g.ratio is None or g.ratio.ratio is None:
         return f"vs {wg.against}: – ({g.note})" if g.note else f"vs {wg.against}: –"
-    return f"{ratio_text(g.ratio.ratio, g.ratio.low, g.ratio.high)} {wg.against}{assumed}"
+    # the pick against it, in the one grammar (recommend/grammar.py): "1.06× (0.63–1.78) Nova's
+    # default", "1.43× (1.20–1.70) lower latency than QEMU's default"
+    return f"{ratio_against(g.ratio, wg.metric, wg.against)}{assumed}"
 
 
 def wrapped_lines(lines: list[str], width: int, indent: str) -> list[str]:
@@ -145,15 +147,18 @@ def page_cache_lines(p: Pick) -> list[str]:
     their ratios."""
     per: dict[str, list[str]] = {}
     for wg in p.gains:
-        g = wg.gain
-        if (
-            g is not None
-            and g.page_cache
-            and g.label != p.cell
-            and g.ratio is not None
-            and g.ratio.ratio is not None
-        ):
-            per.setdefault(g.page_cache, []).append(wg.workload)
+        # the alternatives' ratios too (issue 70: a pick resting on memory's figures says what it
+        # measured, also where its baseline is itself and only its "vs" lines carry a ratio)
+        for g in (wg.gain, *wg.alternatives):
+            if (
+                g is not None
+                and g.page_cache
+                and g.label != p.cell
+                and g.ratio is not None
+                and g.ratio.ratio is not None
+            ):
+                workloads = per.setdefault(g.page_cache, [])
+                workloads += [] if wg.workload in workloads else [wg.workload]
     return [f"page cache on {', '.join(ws)}: {note}" for note, ws in per.items()]
 
 
@@ -164,13 +169,63 @@ def headline_text(h: Headline, width: int, markdown: bool = False, fit: bool = T
     (`_config_parts`), whole where the screen's FIRST_SCREEN_LINES leave room, else in its short
     form. A screen still too long is laid out denser, step by step (`_denser`): whatever the plan,
     the answer fits FIRST_SCREEN_LINES. `fit` False (recommend --detail, which holds what a crowded
-    screen shortened): the roomiest layout, however long."""
-    squeeze = not markdown and any(p.storage is not None for p in h.picks)
-    # --detail (not `fit`): every storage setting, risk and snippet whole (a screen's short forms
-    # point there; issue 49: a configuration not separated yet had its storage.cfg nowhere)
-    text = _laid_out(h, width, markdown, squeeze, 0, whole=not fit)
+    screen shortened): the roomiest layout, however long.
+
+    What the screen holds is chosen once for every width and target (issue 70: at 100 columns the
+    quickstart showed its "vs" lines, at 80 none; --target proxmox alone added one): how dense,
+    which alternatives and which risk statements whole are decided at REFERENCE_WIDTH (the
+    terminal's width when narrower) over the answer for every target (`Headline.peers`), the most
+    crowded deciding; the terminal's width and --target then change the layout and the snippet
+    only."""
     if markdown or not fit:  # a document, not a screen
-        return text
+        squeeze = not markdown and any(p.storage is not None for p in h.picks)
+        # --detail (not `fit`): every storage setting, risk and snippet whole (a screen's short
+        # forms point there; issue 49: a configuration not separated yet had its storage.cfg
+        # nowhere)
+        return _laid_out(h, width, markdown, squeeze, 0, whole=not fit)[0]
+    layout = _common_layout([h, *h.peers], min(width, REFERENCE_WIDTH))
+    shown = _denser(h) if layout.dense else h
+    if len(shown.picks) != len(layout.alternatives):  # not one answer laid out alike: its own
+        layout = _own_layout(h, width, layout.squeeze)
+        shown = _denser(h) if layout.dense else h
+    text = _laid_out(shown, width, False, layout.squeeze, layout.dense, fixed=layout)[0]
+    if text.count("\n") > FIRST_SCREEN_LINES and width > REFERENCE_WIDTH:
+        # A snippet's short form can be longer on a wider screen (a `qm set` line that fits 100
+        # columns is printed whole, at 80 as the settings it makes): the layout the facts were
+        # chosen at, which fits.
+        text = _laid_out(shown, REFERENCE_WIDTH, False, layout.squeeze, layout.dense, fixed=layout)[
+            0
+        ]
+    return text
+
+
+# The width at which what the first screen holds is chosen (issue 70): the narrowest terminal the
+# answer is written for; a wider one lays the same facts out in fewer lines.
+REFERENCE_WIDTH = 80
+# The parts whose whole or short form is a fact of the answer, the same for every target (the risk
+# statements: their reasons are said or left to --detail alike); a snippet's form is the target's.
+FACT_PARTS = ("risks",)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What a first screen holds, apart from its width: how dense (`DENSER`), whether squeezed (a
+    shared-storage answer's), how many alternatives each pick shows beside its baselines' (which
+    every screen shows), and which risk statements are whole (`_Part.key`)."""
+
+    dense: int
+    squeeze: bool
+    alternatives: tuple[int, ...]
+    whole: frozenset[tuple[str, str]]
+    # every baseline's ratio on the screen (_baseline_lines); not where even the densest layout
+    # then overflows FIRST_SCREEN_LINES for some target (a three-backing sweep's long names): there
+    # the 30 lines hold, and a target may quote a baseline the others do not
+    baselines: bool = True
+
+
+def _own_layout(h: Headline, width: int, squeeze: bool, baselines: bool = True) -> _Layout:
+    """The roomiest layout of `h` that fits FIRST_SCREEN_LINES at `width`, denser step by step."""
+    text, layout = _laid_out(h, width, False, squeeze, 0, baselines=baselines)
     for dense in DENSER:
         # A local sweep too (the quickstart's roles with two configurations took 58 lines): its
         # roles in a line each, its <disk> XML whole where the screen has room, else its <driver>
@@ -179,8 +234,40 @@ def headline_text(h: Headline, width: int, markdown: bool = False, fit: bool = T
         # crowded: its short form fits)
         if text.count("\n") <= FIRST_SCREEN_LINES and _within(text, width):
             break
-        text = _laid_out(_denser(h), width, False, True, dense)
-    return text
+        text, layout = _laid_out(_denser(h), width, False, True, dense, baselines=baselines)
+    return layout
+
+
+def _fits(text: str, width: int) -> bool:
+    return text.count("\n") <= FIRST_SCREEN_LINES and _within(text, width)
+
+
+def _common_layout(heads: list[Headline], width: int) -> _Layout:
+    """One layout for the same answer written for every target (`heads`, the user's first): the
+    densest any of them needs at `width`, then at that density the fewest alternatives any shows
+    and the risk statements every one shows whole, so that no target's screen holds a fact another
+    leaves out."""
+    squeeze = any(p.storage is not None for x in heads for p in x.picks)
+    for baselines in (True, False):
+        dense = max(_own_layout(x, width, squeeze, baselines).dense for x in heads)
+        wide = squeeze or dense > 0
+        laid = [
+            _laid_out(_denser(x) if dense else x, width, False, wide, dense, baselines=baselines)
+            for x in heads
+        ]
+        if all(_fits(text, width) for text, _ in laid):
+            break
+    layouts = [layout for _, layout in laid]
+    squeeze = wide
+    mine = layouts[0]
+    alike = [x for x in layouts if len(x.alternatives) == len(mine.alternatives)]
+    return _Layout(
+        dense,
+        squeeze,
+        tuple(min(n) for n in zip(*(x.alternatives for x in alike), strict=True)),
+        frozenset.intersection(*(x.whole for x in alike)),
+        baselines,
+    )
 
 
 def _within(text: str, width: int) -> bool:
@@ -230,13 +317,22 @@ def _denser(h: Headline) -> Headline:
 
 
 def _laid_out(
-    h: Headline, width: int, markdown: bool, squeeze: bool, dense: int, whole: bool = False
-) -> str:
+    h: Headline,
+    width: int,
+    markdown: bool,
+    squeeze: bool,
+    dense: int,
+    whole: bool = False,
+    fixed: _Layout | None = None,
+    baselines: bool = True,
+) -> tuple[str, _Layout]:
     """The headline laid out (headline_text), `dense` 0 (as roomy as the screen allows) to 4;
-    `whole`: every part whole however long (recommend --detail)."""
+    `whole`: every part whole however long (recommend --detail); `fixed`: what it holds decided
+    already (_common_layout), only the snippets' forms left to the room. Also returns what it
+    held."""
     out = _screen_head(h, width, markdown, squeeze, dense)
     parts = _config_parts(h, width, markdown, squeeze, dense, notes=whole)
-    tail = _tail(h, width, squeeze, _risk_names(h) if dense >= 3 else "")
+    tail = _tail(h, width, squeeze, _risk_names(h) if dense >= 3 else "", dense)
     # between the decisions and the parts they share (a squeezed screen's labels at the margin are
     # gap enough)
     gap = [""] if len(h.picks) > 1 and parts and not squeeze else []
@@ -249,19 +345,37 @@ def _laid_out(
         - len(tail)
         - len(gap)
         - sum(
-            len(_decision_lines(p, h, width, markdown, squeeze=squeeze, room=0, dense=dense))
+            len(_decision_lines(p, h, width, markdown, squeeze=squeeze, shown=0, dense=dense))
             for p in h.picks
         )
         - sum(len(part.short) for part in parts)
     ]
-    _fit(parts, room, markdown, width, whole)
-    for p in h.picks:  # what the alternatives measured gets what is left
-        out += _decision_lines(p, h, width, markdown, squeeze=squeeze, room=room, dense=dense)
+    # The alternatives every screen shows (the baselines' ratios, or as decided for every target
+    # by `fixed`) take their room before the snippets, whatever it leaves them.
+    baselines = fixed.baselines if fixed is not None else baselines
+    first = [
+        (_baseline_lines(p) if baselines else 0)
+        + (fixed.alternatives[i] if fixed is not None else 0)
+        for i, p in enumerate(h.picks)
+    ]
+    room[0] -= sum(
+        len(wrap(line, width, "  "))
+        for p, n in zip(h.picks, first, strict=True)
+        for line in _alternatives_of(p, h)[:n]
+    )
+    _fit(parts, room, markdown, width, whole, None if fixed is None else fixed.whole)
+    shown = []
+    for p, n in zip(h.picks, first, strict=True):  # the other alternatives get what is left
+        alts = _alternatives_of(p, h)
+        n += 0 if fixed is not None else _alternatives_fitting(alts[n:], width, room)
+        shown.append(n - (_baseline_lines(p) if baselines else 0))
+        out += _decision_lines(p, h, width, markdown, squeeze=squeeze, shown=n, dense=dense)
     out += gap
     for part in parts:
         out += part.whole if part.use_whole else part.short
     out += tail
-    return "\n".join(out) + "\n"
+    held = frozenset(part.key for part in parts if part.use_whole and part.key[0] in FACT_PARTS)
+    return "\n".join(out) + "\n", _Layout(dense, squeeze, tuple(shown), held, baselines)
 
 
 def _one_tier(h: Headline) -> str | None:
@@ -313,20 +427,35 @@ def _screen_head(
 
 
 def _fit(
-    parts: list[_Part], room: list[int], markdown: bool, width: int, whole: bool = False
+    parts: list[_Part],
+    room: list[int],
+    markdown: bool,
+    width: int,
+    whole: bool = False,
+    forced: frozenset[tuple[str, str]] | None = None,
 ) -> None:
     """Each part whole where `room` (lines, used up) allows (`whole`: however long), the most
     needed first, and where its lines fit `width` (a snippet line that cannot be broken is left to
-    --detail); Markdown: all whole."""
-    for part in sorted(parts, key=lambda part: part.priority):
+    --detail); Markdown: all whole. `forced`: the FACT_PARTS whole by an answer's one layout
+    (_common_layout), given their room first; the others as before."""
+
+    def decided(part: _Part) -> bool:
+        return forced is not None and part.key[0] in FACT_PARTS
+
+    for part in sorted(parts, key=lambda part: (not decided(part), part.priority)):
         extra = len(part.whole) - len(part.short)
-        part.use_whole = markdown or (
-            (whole or extra <= room[0]) and all(len(line) <= width for line in part.whole)
-        )
+        if decided(part):
+            part.use_whole = markdown or part.key in (forced or ())
+        else:
+            part.use_whole = markdown or (
+                (whole or extra <= room[0]) and all(len(line) <= width for line in part.whole)
+            )
         room[0] -= extra if part.use_whole and not (markdown or whole) else 0
 
 
-def _tail(h: Headline, width: int, squeeze: bool = False, risks: str = "") -> list[str]:
+def _tail(
+    h: Headline, width: int, squeeze: bool = False, risks: str = "", dense: int = 0
+) -> list[str]:
     """The headline's lines after the picks: declined configurations, workloads without an answer,
     the verdicts tiers' lines, and where to find more (`squeeze`: the whole snippets too; `risks`:
     the risks a crowded screen names there, _risk_names)."""
@@ -342,7 +471,8 @@ def _tail(h: Headline, width: int, squeeze: bool = False, risks: str = "") -> li
     # which guest the guest figures went through (issue 51): where they came from, after the answer
     for line in h.guests:
         out += wrap(f"guest: {line}", width)
-    others = "|".join(t for t in TARGETS if t != h.target)
+    # the densest screen names no tool (`--help` lists them): its line goes to the answer's ratios
+    others = "TOOL" if dense >= 4 else "|".join(t for t in TARGETS if t != h.target)
     # a squeezed screen's configurations end with their snippets: no gap needed to tell them apart
     if not squeeze:
         out.append("")
@@ -369,7 +499,8 @@ def role_lines(h: Headline, width: int, markdown: bool, dense: int = 0) -> list[
     --detail)."""
     out: list[str] = []
     if dense and h.brief_roles:
-        out.append("")
+        # the densest screen gives its blank line to the answer (issue 70: every baseline's ratio)
+        out += [] if dense >= 4 else [""]
         for decision, figures in h.brief_roles:
             out += wrap(decision, width)
             out += wrap(figures, width, "  ") if figures and dense < 3 else []
@@ -398,12 +529,12 @@ def _decision_lines(
     markdown: bool,
     *,
     squeeze: bool,
-    room: list[int] | int | None,
+    shown: int,
     dense: int = 0,
 ) -> list[str]:
     """One configuration's decision: its name, the whole configuration (not on a squeezed screen:
     its snippets say it), one line per workload with its ratio and status, page-cache warnings, and
-    what the notable alternatives measured where `room` leaves lines for them."""
+    what the first `shown` of its notable alternatives measured (_alternatives_of)."""
     one_tier = _one_tier(h)
     # one blank line before the configurations; between them too where the screen is not squeezed
     # (a crowded screen's findings end at the margin: gap enough)
@@ -418,9 +549,36 @@ def _decision_lines(
         out += wrap(f"({p.config})", width, "  ")
     out += [x for wg in p.gains for x in _workload_line(p, wg, one_tier, squeeze, dense, width)]
     out += wrapped_lines(page_cache_lines(p), width, "  ")
-    # A configuration stated again (another status) gets fewer.
-    return out + _fitting(
-        alternative_lines(p)[: 1 if first is not p else ALTERNATIVE_LINES], width, room
+    return out + wrapped_lines(_alternatives_of(p, h)[:shown], width, "  ")
+
+
+def _alternatives_of(p: Pick, h: Headline) -> list[str]:
+    """The pick's alternative lines the screen may show, the baselines' first (every one of them):
+    a configuration stated again (another status) gets fewer of the others."""
+    first = next(q for q in h.picks if q.config == p.config)
+    cap = 1 if first is not p else ALTERNATIVE_LINES
+    return alternative_lines(p)[: max(cap, _baseline_lines(p))]
+
+
+def _told_from(pick: str, label: str | None, name: str) -> str:
+    """`label` named by the axes where it differs from the `pick`'s cell ("cache=none" beside raw ·
+    writeback), where that is shorter than its screen name `name`."""
+    if label is None:
+        return name
+    short = cell_names([pick, label]).of(label)
+    return short if short and len(short) < len(name) else name
+
+
+def _baseline_lines(p: Pick) -> int:
+    """How many of the pick's alternative lines are against a baseline cell
+    (WorkloadGain.baselines): shown on every screen, whatever its width and target."""
+    return len(
+        {
+            _told_from(p.cell, a.label, a.against)
+            for wg in p.gains
+            for a in wg.alternatives
+            if a.label in wg.baselines and (wg.gain is None or a.label != wg.gain.label)
+        }
     )
 
 
@@ -448,9 +606,12 @@ def _workload_line(
     # a crowded screen: "not told apart yet" above says it for each line
     said = "" if dense >= 3 and not p.settled and status == SHORT_STATUS["provisional"] else status
     said = f" · {said}" if said else ""
-    # kept (--current, not decided): each line is the candidate's, named: "A is N× B"
-    who = f"{p.candidate} is " if p.candidate else ""
-    return wrap(f"{name}: {who}{gain_text(wg, p.cell)}{said}{tier}", width, "  ")
+    # kept (--current, not decided): each line is the candidate's, named: "A is N× B" ("A has N×
+    # lower latency than B")
+    gain = gain_text(wg, p.cell)
+    verb = "has" if " latency than " in gain else "is"
+    who = f"{p.candidate} {verb} " if p.candidate else ""
+    return wrap(f"{name}: {who}{gain}{said}{tier}", width, "  ")
 
 
 @dataclass
@@ -464,6 +625,8 @@ class _Part:
     short: list[str]
     priority: int
     use_whole: bool = True
+    # what it is, (kind, its text): the same part on every target's screen has the same key
+    key: tuple[str, str] = ("", "")
 
 
 def _config_parts(
@@ -486,6 +649,7 @@ def _config_parts(
             per_backing=per_backing,
             notes=notes,
         ):
+            part.key = key
             keyed.setdefault(key, ([], part))[0].append(i)
     served: dict[tuple[int, ...], list[_Part]] = {}
     for picks, part in keyed.values():
@@ -501,8 +665,10 @@ def _config_parts(
             one = f"{label[0]} {short[0].strip()}" if alone else ""
             if dense >= 2 and alone and len(one) <= width:
                 # the backings' label and their first setting in one line: "on rbd: ceph.conf …"
-                merged = [one, *short[1:]]
-                out += [_Part(label + parts[0].whole, merged, parts[0].priority), *parts[1:]]
+                merged = _Part(
+                    label + parts[0].whole, [one, *short[1:]], parts[0].priority, key=parts[0].key
+                )
+                out += [merged, *parts[1:]]
                 continue
             out.append(_Part(label, label, -1))
         out += parts
@@ -744,18 +910,17 @@ def _pick_code(s: Snippet, title: str, width: int, markdown: bool) -> list[str]:
     return out + code_lines(s.text, s.language, width, "    ")
 
 
-def _fitting(lines: list[str], width: int, room: list[int] | int | None) -> list[str]:
-    """`lines` wrapped, as many as fit in `room` (a one-element list, used up as lines are given,
-    shared by the picks; an int for one pick alone; None: no limit beyond the lines given)."""
-    left = room if isinstance(room, list) else [ALTERNATIVE_LINES * 2 if room is None else room]
-    out: list[str] = []
+def _alternatives_fitting(lines: list[str], width: int, room: list[int]) -> int:
+    """How many of `lines`, wrapped, fit in `room` (a one-element list, used up as lines are given,
+    shared by the picks)."""
+    n = 0
     for line in lines:
-        wrapped = wrap(line, width, "  ")
-        if len(wrapped) > left[0]:
+        wrapped = len(wrap(line, width, "  "))
+        if wrapped > room[0]:
             break
-        out += wrapped
-        left[0] -= len(wrapped)
-    return out
+        room[0] -= wrapped
+        n += 1
+    return n
 
 
 def alternative_lines(p: Pick) -> list[str]:
@@ -765,12 +930,21 @@ def alternative_lines(p: Pick) -> list[str]:
     cache=none on database:log, 1.41× (1.12–1.76) on file-server:files"."""
     per: dict[str, list[tuple[str, RatioCI | None, str]]] = {}
     notes: dict[str, str] = {}
+    base: set[str] = set()
     for wg in p.gains:
         for a in wg.alternatives:
-            per.setdefault(a.against, []).append((wg.workload, a.ratio, wg.metric))
-            notes.setdefault(a.against, a.note or "no ratio")
+            if wg.gain is not None and a.label == wg.gain.label:
+                continue  # the workload's own line says it (its baseline's ratio)
+            # the other named by what tells it from the pick (its full name is in --detail): a
+            # long shared-storage name twice made one ratio four lines at 80 columns
+            name = _told_from(p.cell, a.label, a.against)
+            per.setdefault(name, []).append((wg.workload, a.ratio, wg.metric))
+            notes.setdefault(name, a.note or "no ratio")
+            base |= {name} if a.label in wg.baselines else set()
     out = []
-    for name, parts in list(per.items())[:ALTERNATIVE_LINES]:
+    # the baselines' first (every target's screen shows them: _baseline_lines), then the others
+    names = sorted(per, key=lambda name: name not in base)
+    for name, parts in [(n, per[n]) for n in names][: max(ALTERNATIVE_LINES, len(base))]:
         if all(r is None or r.ratio is None for _, r, _ in parts):
             out.append(f"{p.name} against {name}: – ({notes[name]})")
             continue

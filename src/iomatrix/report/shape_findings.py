@@ -15,11 +15,12 @@ workload that writes without making each write durable has its writes taken into
 out after the run: the figure is memory's speed, not the disk's, even though iomatrix drops the
 caches before each run. Said when such a workload — reading or writing so, its working set at most
 ``PAGE_CACHE_SHARE`` of the host's RAM (``mem_bytes`` recorded with the sweep) — runs faster under
-the caching mode than under cache=none (interval above 1 + threshold). The workloads whose working
-set does not fit are named beside it with their own ratio where the sweep measured them. The first
-screen tells it short (the working sets, the workloads, the largest gain, and the plan key that
-measures the disk: ``size``); every ratio an answer states between a cell the page cache served and
-one it did not carries the same warning (``page_cache_note``).
+the caching mode than under cache=none (interval above 1 + threshold); where such a workload's
+caching figures are not shown faster, that they are memory's all the same (issue 70). The workloads
+whose working set does not fit are named beside it with their own ratio where the sweep measured
+them. The first screen tells it short (the working sets, the workloads, the largest gain, and the
+plan key that measures the disk: ``size``); every ratio an answer states between a cell the page
+cache served and one it did not carries the same warning (``page_cache_note``).
 
 **An iSCSI LUN's write cache, by flushing.** With the LUN's write cache on (``lun_write_cache=on``),
 the target acknowledges writes from its cache and writes it out on each SYNCHRONIZE CACHE (a guest
@@ -237,7 +238,7 @@ def page_cache_finding(
     load = interference or {}
     served, held = _held(cws, threshold, shapes, metric_of, ram_bytes)
     if not held:
-        return None
+        return _memory_served(served, ram_bytes, plan, brief or short)
     if brief:
         workloads = ", ".join(dict.fromkeys(p.workload for p in held))
         modes = "/".join(dict.fromkeys(f"cache={p.cell.axes['cache']}" for p in held))
@@ -272,6 +273,30 @@ def page_cache_finding(
         + ". A VM whose working set outgrows the host's free memory does not get this"
         + (f" ({'; '.join(beyond)})" if beyond else "")
         + "."
+    )
+
+
+def _memory_served(served: Sequence[Pair], ram_bytes: int, plan: str, short: bool) -> str | None:
+    """Where the page cache served a caching cell whose working set fits in RAM but the figures do
+    not show it faster (a quickstart on a slow host, or a workload that reads what fio just wrote):
+    its figures are memory's all the same, and the answer says so (issue 70: the README promised
+    it, no quickstart output said it); None when no such pair."""
+    fits = [p for p in served if p.shape.held_by(ram_bytes, PAGE_CACHE_SHARE)]
+    if not fits:
+        return None
+    workloads = ", ".join(dict.fromkeys(p.workload for p in fits))
+    modes = "/".join(dict.fromkeys(f"cache={p.cell.axes['cache']}" for p in fits))
+    sizes = " and ".join(size_words(s) for s in sorted({p.shape.working_set or 0 for p in fits}))
+    said = (
+        f"{modes} figures are the host page cache's: the {sizes} working sets of {workloads} fit "
+        f"in RAM, so they measured memory, not the disk"
+    )
+    if short:
+        return f"{said}; a plan size beyond twice the RAM measures the disk ('{plan}'; --detail)"
+    return (
+        f"{said}, though not faster than cache=none here. A VM whose working set outgrows the "
+        f"host's free memory does not get memory's speed; a plan size beyond twice the RAM "
+        f"({size_words(2 * ram_bytes)}) measures the disk ('{plan}')."
     )
 
 

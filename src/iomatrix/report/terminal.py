@@ -22,6 +22,7 @@ from iomatrix.report.fit import Column, fitted_table
 from iomatrix.report.naming import cell_names
 from iomatrix.report.quality import notes as quality_notes
 from iomatrix.report.rank import ScoreRow, WorkloadRanking, primary_metric
+from iomatrix.report.recommend.grammar import centre_heading, to_best
 from iomatrix.report.results import MONITOR_HEADLINE, inference_figures
 from iomatrix.risk import risk_of
 from iomatrix.stats import Change, RatioCI
@@ -249,7 +250,8 @@ def print_rankings(
             Column("group", 1),
             Column("cell", 0, name=True),
             Column("n", 2),
-            Column("mean", 0),
+            # the figure the order uses and "the best" is the best of (issue 70)
+            Column(centre_heading(r.analysis is not None and r.analysis.blocked), 0),
             Column("95% CI", 1),
             Column("vs best", 2),
             Column("vs bare metal", 3),
@@ -275,8 +277,8 @@ def print_rankings(
         # letters are new (stats/letter_display.py: a cell shares a letter with exactly the cells
         # it is not significantly different from)
         out.print(
-            f"  [dim]{r.test_description}. Same group letter = not significantly different (a "
-            "cell may carry several).[/]"
+            f"  [dim]{r.test_description}. Same group letter = not separated at the rule's "
+            "level (a cell may carry several).[/]"
         )
         if wr.cold_apart:
             out.print(
@@ -308,9 +310,9 @@ def _ranking_row(wr: WorkloadRanking, row: Any, name: str) -> list[str | Text]:
         row.group_label or "–",
         name,
         str(s.n),
-        fmt(s.mean),
+        fmt(s.mean if row.centre is None else row.centre),
         ci,
-        ratio_short(row.ratio_to_best),
+        to_best(row.ratio_to_best, wr.metric),
         ratio_short(wr.to_baremetal.get(row.name)),
         risk.level if risk else "–",
         Text(flags, style="yellow"),

@@ -25,19 +25,63 @@ def turned(r: RatioCI) -> RatioCI:
     )
 
 
-def ratio_words(ratio: RatioCI | None, metric: str) -> str:
+def ratio_words(ratio: RatioCI | None, metric: str, point: bool = False) -> str:
     """The pick's ratio to another on `metric` in words: "2.18× (1.47–3.21)" for a throughput,
-    "1.43× (1.20–1.70) lower latency" or "… higher latency" for a latency; "–" without one."""
+    "1.43× (1.20–1.70) lower latency" or "… higher latency" for a latency; "–" without one.
+    `point`: a ratio of means that has no interval by nature (a role's figure against the best),
+    said "0.95×" without "(no interval)"."""
     if ratio is None or ratio.ratio is None:
         return "–"
     if ratio.low is not None and ratio.high is not None and imprecise(ratio.low, ratio.high):
         # the bounds only, in the pick's favour's direction (> 1: better): no figure to turn
         return f"{ratio.low:.2g}–{ratio.high:.3g}× (too wide to tell)"
+    said = ratio if metric_info(metric).higher_is_better or ratio.ratio >= 1 else turned(ratio)
+    assert said.ratio is not None
+    text = f"{said.ratio:.2f}×" if point and said.low is None else ratio_text(*said)
     if metric_info(metric).higher_is_better:
-        return ratio_text(ratio.ratio, ratio.low, ratio.high)
-    if ratio.ratio >= 1:
-        return f"{ratio_text(ratio.ratio, ratio.low, ratio.high)} lower latency"
-    return f"{ratio_text(*turned(ratio))} higher latency"
+        return text
+    return f"{text} {'lower' if ratio.ratio >= 1 else 'higher'} latency"
+
+
+def ratio_against(ratio: RatioCI | None, metric: str, other: str, point: bool = False) -> str:
+    """The pick against `other` without its subject, for a line under the pick's name: "2.18×
+    (1.47–3.21) qcow2 · cache=none", "1.43× (1.20–1.70) lower latency than Nova's default"."""
+    words = ratio_words(ratio, metric, point)
+    return f"{words} than {other}" if words.endswith("latency") else f"{words} {other}"
+
+
+def compared(ratio: RatioCI | None, metric: str, other: str, point: bool = False) -> str:
+    """The pick against `other` after its subject: "is 2.18× (1.47–3.21) qcow2 · cache=none", "has
+    1.43× (1.20–1.70) lower latency than Nova's default"."""
+    said = ratio_against(ratio, metric, other, point)
+    return f"has {said}" if ratio_words(ratio, metric, point).endswith("latency") else f"is {said}"
+
+
+def to_best(ratio: RatioCI | None, metric: str) -> str:
+    """A ranked cell against the best, the cell the subject (a table's "vs best" column): the ratio
+    of centres as it is for a throughput, "0.65× (0.22–1.98)"; a latency's with its direction,
+    "1.50× (1.20–1.80) higher latency" (a bare 1.50× of a latency reads either way, issue 70); the
+    best itself "1.00× (1.00–1.00)". `ratio`: centre(cell)/centre(best) (stats/ranking.py)."""
+    if ratio is None or ratio.ratio is None:
+        return "–"
+    if ratio == (1.0, 1.0, 1.0):  # the best itself: no direction to say
+        return ratio_text(*ratio)
+    if metric_info(metric).higher_is_better:
+        return ratio_words(ratio, metric)
+    return ratio_words(turned(ratio), metric)
+
+
+# The heading of the figure a ranking orders its cells by, and every "best" is the best of
+# (issue 70: the table was headed "mean" over arithmetic means while the order was the geometric
+# means', so the HTML's shortest latency bar ranked last): the geometric mean of a blocked analysis
+# (stats/ranking.py), else the mean.
+GEO_MEAN = "geo. mean"
+
+
+def centre_heading(blocked: bool) -> str:
+    """ "geo. mean" for a ranking blocked by round (its centres are geometric means), else
+    "mean"."""
+    return GEO_MEAN if blocked else "mean"
 
 
 def versus(pick: str, other: str, parts: list[tuple[str, RatioCI | None, str]]) -> str:
@@ -46,10 +90,7 @@ def versus(pick: str, other: str, parts: list[tuple[str, RatioCI | None, str]]) 
     `parts`: (workload, the pick's gain over `other`, its metric)."""
     said = []
     for i, (workload, ratio, metric) in enumerate(parts):
-        words = ratio_words(ratio, metric)
-        if i == 0:
-            latency = words.endswith("latency")  # "has N× lower latency than B"
-            words = f"has {words} than {other}" if latency else f"is {words} {other}"
+        words = compared(ratio, metric, other) if i == 0 else ratio_words(ratio, metric)
         said.append(f"{words} on {workload}")
     return f"{pick} {', '.join(said)}"
 

@@ -12,6 +12,7 @@ the report, JSON) shows what it returns, first."""
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,10 +21,11 @@ from iomatrix.domain import is_ceiling
 from iomatrix.metrics import metric_info
 from iomatrix.report.query import CellWorkload
 from iomatrix.report.recommend.grammar import interval_text as interval_text
+from iomatrix.report.recommend.grammar import ratio_against
 from iomatrix.report.recommend.resolution import RESOLUTION, pick_reason, settle_text
 from iomatrix.report.recommend.verdict import Gain, Verdict, answer_of
 from iomatrix.roles import Figure, Role, plan_roles
-from iomatrix.stats.compare import ratio_ci
+from iomatrix.stats.compare import RatioCI, ratio_ci
 from iomatrix.stats.paired import PairedComparison, paired_comparison
 from iomatrix.stats.tradeoff import shortfall, weighed_leader
 from iomatrix.stats.weighed import Part, WeighedRatio, weighed_ratio
@@ -94,16 +96,26 @@ class Veto:
     interval: tuple[float, float] | None = None
 
     def text(self, margin: float) -> str:
-        basis = (
-            "by its mean"
-            if self.interval is None
-            else f"{self.interval[0]:.2f}–{self.interval[1]:.2f}× the best, 95% CI"
-        )
+        basis = "by its mean" if self.interval is None else f"{self._interval_words()}, 95% CI"
         return (
             f"{self.cell} not chosen: {self.worse:.0%} worse than {self.best} on "
             f"{self.figure.says} "
             f"({self.figure.key}, {basis}; margin {margin:.0%})"
         )
+
+    def _interval_words(self) -> str:
+        """The cell/best interval in the one grammar (recommend/grammar.py): "0.70–0.90× the best"
+        for a throughput; a latency's said as "N× higher latency than the best" (turned where the
+        cell is the lower)."""
+        assert self.interval is not None
+        low, high = self.interval
+        if self.figure.higher_is_better:
+            return f"{low:.2f}–{high:.2f}× the best"
+        if low >= 1:
+            return f"{low:.2f}–{high:.2f}× higher latency than the best"
+        if high <= 1:
+            return f"{1 / high:.2f}–{1 / low:.2f}× lower latency than the best"
+        return f"{low:.2f}–{high:.2f}× the best's latency"
 
 
 @dataclass(frozen=True)
@@ -256,14 +268,17 @@ class RoleAnswer:
     def _ahead(self) -> str | None:
         """An unsettled role whose pick for now is not the best mean on the deciding figure (the
         tie-break keeps what you run, or QEMU's default, among cells not yet separated): which cell
-        is ahead and by how much, "qcow2 · writeback has the best mean, 1.19×"; None otherwise."""
+        is ahead and by how much, in the one grammar and by the figure the ranking orders by (the
+        geometric mean): "qcow2 · writeback has the best geo. mean, 1.19× raw · none"; None
+        otherwise."""
         if self.status != "provisional" or not self.figures or self.instead_of is not None:
             return None
         first = self.figures[0]
         ratio, best = first.get("ratio_to_best"), first.get("best_cell")
         if ratio is None or best in (None, self.cell) or ratio <= 0:
             return None
-        return f"{best} has the best mean, {1 / ratio:.2f}×"
+        said = ratio_against(RatioCI(1 / ratio, None, None), first["metric"], self.cell, point=True)
+        return f"{best} has the best geo. mean, {said}"
 
     def brief_figures(self) -> str:
         """Each deciding figure in a few words, in one paragraph, for a crowded first screen:
@@ -294,10 +309,14 @@ class RoleAnswer:
         return out + self.vetoes
 
     def _versus(self, f: Mapping[str, Any], best_cell: str) -> str:
-        """ "the best", or the ratio to the best with the best cell spelled by `best_cell`."""
+        """ "the best", or the ratio to the best with the best cell spelled by `best_cell`, in the
+        one grammar (recommend/grammar.py): "0.95× the best", "1.67× higher latency than the
+        best" (a latency without a direction read either way, issue 70)."""
         if f["best_cell"] == self.cell:
             return "the best"
-        return f"{f['ratio_to_best']:.2f}× the best" + best_cell.format(f["best_cell"])
+        best = "the best" + best_cell.format(f["best_cell"])
+        ratio = RatioCI(f["ratio_to_best"], None, None)
+        return ratio_against(ratio, f["metric"], best, point=True)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -331,9 +350,13 @@ def tradeoff_brief(first: Figure, veto: Veto) -> str:
     if veto.interval is None:  # means alone
         return f"{lead}, {veto.worse:.0%} worse than {veto.best} on {veto.figure.key}"
     low, high = veto.interval
-    # cell/best: < 1 is worse when higher is better, > 1 when lower is better (a latency)
-    edge = (1 / high, 1 / low) if veto.figure.higher_is_better else (low, high)
-    return f"{lead}; {veto.best} {edge[0]:.2f}–{edge[1]:.2f}× better on {veto.figure.key}"
+    # cell/best: < 1 is worse when higher is better, > 1 when lower is better (a latency); said as
+    # the best against the cell, in the one grammar (recommend/grammar.py)
+    if veto.figure.higher_is_better:
+        said = f"is {1 / high:.2f}–{1 / low:.2f}× {veto.cell}"
+    else:
+        said = f"has {low:.2f}–{high:.2f}× lower latency than {veto.cell}"
+    return f"{lead}; {veto.best} {said} on {veto.figure.key}"
 
 
 STATUS_OF_WEIGHED = {"separated": "answer", "within": "tied"}
@@ -416,7 +439,17 @@ def _figure_means(
         for c in cells
         if rounds and len(c.samples[f.metric]) == len(c.runs) and all(r in rounds for r in c.runs)
     }
-    return FigureMeans(f, {cell: sum(v) / len(v) for cell, v in runs.items()}, runs, by_round)
+    return FigureMeans(f, {cell: _centre(v) for cell, v in runs.items()}, runs, by_round)
+
+
+def _centre(values: Sequence[float]) -> float:
+    """The figure the ranking orders cells by (stats/ranking.py: the geometric mean of a sweep's
+    rounds), so that a role's "the best" is the cell the ranking puts first (issue 70: the summary
+    named one cell the best, --detail another); the arithmetic mean where a value is ≤ 0 (no
+    logarithm)."""
+    if min(values) <= 0:
+        return sum(values) / len(values)
+    return statistics.geometric_mean(values)
 
 
 def _candidates(
