@@ -659,9 +659,10 @@ def _config_parts(
     for picks, parts in sorted(served.items(), key=lambda kv: (kv[0] == everyone, kv[0])):
         if len(served) > 1:
             label = wrap(f"{_served(h, picks, everyone)}:", width)
-            # one line, or a heading line over its settings (ceph.conf [client]: and its lines)
+            # a one-line snippet beside its backings' label; a section (ceph.conf [client] and its
+            # lines) stays whole under the label
             short = parts[0].short
-            alone = len(label) == 1 and (len(short) == 1 or short[0].rstrip().endswith(":"))
+            alone = len(label) == 1 and len(short) == 1
             one = f"{label[0]} {short[0].strip()}" if alone else ""
             if dense >= 2 and alone and len(one) <= width:
                 # the backings' label and their first setting in one line: "on rbd: ceph.conf …"
