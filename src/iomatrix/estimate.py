@@ -27,6 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from iomatrix.matrix import estimate_seconds
+
 if TYPE_CHECKING:
     from iomatrix.matrix import Expansion
     from iomatrix.plan.model import Plan
@@ -117,8 +119,6 @@ def adaptive(plan: Plan) -> bool:
 
 def estimate_sweep(plan: Plan, expansion: Expansion) -> SweepEstimate:
     """The one estimate of a sweep of `plan` (the module's docstring has the formula)."""
-    from iomatrix.matrix import estimate_seconds
-
     minimum, most = estimate_seconds(plan, expansion, capped=False)
     setup = setup_s(plan, expansion)
     runs = minimum + (ADAPTIVE_SHARE * (most - minimum) if adaptive(plan) else 0.0)
