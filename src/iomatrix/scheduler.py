@@ -95,6 +95,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+# The budget and time keeping (scheduler_budget.py), a base of Scheduler; its constants stay
+# importable from here.
+from iomatrix.scheduler_budget import BUSY_MIN_RETRIES, BUSY_SHARE, BudgetKeeping
 from iomatrix.stats import needs_more_runs
 from iomatrix.stats.deciding import deciding_pairs
 from iomatrix.stats.racing import race_step
@@ -127,14 +130,13 @@ from iomatrix.stop_policy import (
 
 MAX_FAILED_ATTEMPTS = 3
 MAX_RETRIES_PER_UNIT = 2  # retries of disturbed runs per unit over the sweep
-# disturbed share of the judged retries above which the host counts as busy: no more retries
-BUSY_SHARE = 0.5
-BUSY_MIN_RETRIES = 3
 
 __all__ = [
     "BASELINE",
     "BUDGET_SHORT",
     "BUDGET_SPENT",
+    "BUSY_MIN_RETRIES",
+    "BUSY_SHARE",
     "GAVE_UP",
     "LOAD_NOT_REACHED",
     "MAX_RUNS",
@@ -212,7 +214,7 @@ class Stop:
     against: str | None = None  # an elimination's reference unit (StopVerdict.against)
 
 
-class Scheduler:
+class Scheduler(BudgetKeeping):
     def __init__(
         self,
         units: Iterable[UnitState],
@@ -265,55 +267,6 @@ class Scheduler:
         self._start = clock()
         # The round in progress: the highest round any unit has a run in (0 = none yet).
         self.round = max((r for u in self.units.values() for r in u.rounds), default=0)
-
-    # -- budget ---------------------------------------------------------------
-    def elapsed_s(self) -> float:
-        return self.prior_elapsed_s + (self.clock() - self._start)
-
-    def budget_left(self, run_s: float = 0.0) -> bool:
-        """Whether the budget has room for `run_s` more seconds (a run of that length would end
-        within it)."""
-        return self.elapsed_s() + run_s < self.budget_s
-
-    def expected_run_s(self, u: UnitState) -> float:
-        """What `u`'s next run should take of the budget: its own runs' mean wall this session, else
-        the mean of every run this session (a unit's first run here: the units of one sweep run
-        alike for seconds, not minutes), else 0 (no run timed yet); times the session's time per
-        second of run wall, as what lies between the runs (a guest tier's shared boots, the host's
-        samples, storing each run) is spent from the budget too."""
-        runs = sum(v.wall_runs for v in self.units.values())
-        if not runs:
-            return 0.0
-        walls = sum(v.wall_total_s for v in self.units.values())
-        own = u.expected_run_s if u.wall_runs else walls / runs
-        between = (self.clock() - self._start) / walls if walls > 0 else 1.0
-        return own * max(1.0, between)
-
-    def short_of_minimum(self) -> list[str]:
-        """The units the budget stopped before their minimum runs (each with its first run at
-        least), in the sweep's order."""
-        return [
-            k
-            for k, u in self.units.items()
-            if u.stopped is not None
-            and u.stopped.kind is StopKind.BUDGET
-            and 0 < u.ok < self.min_runs
-        ]
-
-    def _stop_short(self, u: UnitState) -> None:
-        """The budget cannot hold `u`'s next minimum run: it keeps the runs it has."""
-        u.stopped = StopVerdict(StopKind.BUDGET, BUDGET_SHORT.format(ok=u.ok, min=self.min_runs))
-
-    def room(self) -> Room:
-        """What max and the budget still allow; the budget in runs at this session's pace (None
-        before a run)."""
-        runs_affordable = None
-        if self.session_runs:
-            per_run = max(self.clock() - self._start, 1e-9) / self.session_runs
-            runs_affordable = max(0.0, self.budget_s - self.elapsed_s()) / per_run
-        # Decided units are not counted: the race's futility judgement is made as if they had
-        # stopped.
-        return Room(self.max_runs, runs_affordable, sum(1 for u in self.units.values() if u.racing))
 
     # -- decisions --------------------------------------------------------------
     def deciding_units(self) -> set[str]:
@@ -799,14 +752,6 @@ class Scheduler:
                 u.stopped = BUDGET_SPENT
             return False
         return True
-
-    def host_busy(self) -> bool:
-        """More than BUSY_SHARE of this session's judged retries were disturbed again: retrying
-        finds no quiet moment."""
-        return (
-            self.retries_judged >= BUSY_MIN_RETRIES
-            and self.retries_disturbed > BUSY_SHARE * self.retries_judged
-        )
 
     def _may_retry(self, u: UnitState, slot: Slot) -> bool:
         return (
