@@ -2,35 +2,31 @@
 FIRST_SCREEN_LINES at the terminal's width — the header, the findings, the roles; one decision line
 per workload under each configuration; then each distinct storage setting, risk statement and
 snippet once, whole where the screen leaves room, else in its short form (the whole one in
-`recommend --detail`). Also the text helpers every renderer shares: `wrap` (prose) and `code_lines`
-(snippets, never broken but XML between attributes). Data in (report/headline.py: Headline), text
-out; nothing here computes a statistic or decides an answer."""
+`recommend --detail`). Also, re-exported from report/screen_text.py, the text helpers every
+renderer shares: `wrap` (prose) and `code_lines` (snippets, never broken but XML between
+attributes). Data in (report/headline.py: Headline), text out; nothing here computes a statistic or
+decides an answer."""
 
 from __future__ import annotations
 
-import re
-import textwrap
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
-from iomatrix.report.headline import INSTEAD, TARGETS, Headline, Pick, WorkloadGain
-from iomatrix.report.naming import cell_names
+from iomatrix.report.headline import TARGETS, Headline, Pick, WorkloadGain
 from iomatrix.report.objective import Objective, objective_line
 from iomatrix.report.recommend import DOCUMENTED
-from iomatrix.report.recommend.grammar import ratio_against, versus
-from iomatrix.report.short_forms import (
-    _commands,
-    _qemu_options,
-    _qemu_set,
-    _settings,
-    _short_ini,
-    sets_line,
-)
-from iomatrix.stats import RatioCI
-from iomatrix.ui import cut_long
+from iomatrix.report.recommend.grammar import ratio_against
 
-if TYPE_CHECKING:
-    from iomatrix.snippets import Snippet
+# The screen's parts split along their seams (issue 68): the alternatives' lines, the snippets'
+# whole and short forms, and the text helpers every renderer imports from here.
+from iomatrix.report.screen_alternatives import (
+    ALTERNATIVE_LINES,
+    _alternatives_fitting,
+    _alternatives_of,
+    _baseline_lines,
+)
+from iomatrix.report.screen_snippets import _ini_section, _pick_snippet_lines, _short_snippet
+from iomatrix.report.screen_text import _first_clause, code_lines, wrap, wrapped_lines
+from iomatrix.ui import cut_long
 
 # Every answer ends with one of three statuses (report/recommend/resolution.py): decided,
 # equivalent ("kept"), or not told apart at this resolution (then the tie-break's pick, and why).
@@ -46,79 +42,7 @@ STATUS_TEXT = {
 # A squeezed screen's statuses (report/headline.py's Pick.verb says the tie-break's pick once, above
 # them).
 SHORT_STATUS = {"tied": "not told apart", "provisional": "not told apart yet"}
-# Lines a pick gives to what its alternatives measured, at most; all picks together get what is left
-# of the first screen's FIRST_SCREEN_LINES (issue 49).
-ALTERNATIVE_LINES = 3
 FIRST_SCREEN_LINES = 30
-
-
-def wrap(text: str, width: int, indent: str = "", hang: str = "  ") -> list[str]:
-    """`text` wrapped to `width` columns (continuation lines indented by `hang` more); never wider,
-    never empty-handed: a width too small for the indentation still gets one word per line. A
-    megabyte string of a damaged database is cut first (ui.cut_long), not wrapped whole."""
-    room = max(width, len(indent) + len(hang) + 10)
-    return textwrap.wrap(
-        cut_long(text),
-        room,
-        initial_indent=indent,
-        subsequent_indent=indent + hang,
-        break_on_hyphens=False,
-        break_long_words=width >= 60,
-    ) or [indent]
-
-
-def code_lines(text: str, language: str, width: int, indent: str = "") -> list[str]:
-    """A snippet's lines, paste-ready. XML breaks between attributes where a line is too wide
-    (whitespace between attributes means nothing to XML); other languages are never broken (a broken
-    shell word is a broken command). `indent` is not put before a line that continues a shell word
-    (the line before ends in a bare backslash, vmconfig.config.shell_word): the shell would take the
-    indent as a space inside the word."""
-    out = []
-    # the line before ended a shell word with a bare backslash: this line goes on with it
-    in_word = False
-    for line in text.splitlines():
-        # The word resumes at the line's first column: an indent there would split it in two when
-        # pasted.
-        line = ("" if in_word else indent) + line
-        in_word = language == "sh" and line.endswith("\\") and not line.endswith(" \\")
-        if len(line) > width and language == "sh" and "<<" not in text:
-            out += _shell_continued(line, width)
-            continue
-        if len(line) <= width or language != "xml":
-            out.append(line)
-            continue
-        lead = line[: len(line) - len(line.lstrip())]
-        words = re.findall(r'[^\s"]+(?:"[^"]*")?|"[^"]*"', line.strip())
-        cur = lead + words[0]
-        for w in words[1:]:
-            if len(cur) + 1 + len(w) > width:
-                out.append(cur)
-                cur = lead + "    " + w
-            else:
-                cur += " " + w
-        out.append(cur)
-    return out
-
-
-def _shell_continued(line: str, width: int) -> list[str]:
-    """A shell command too wide for `width` broken between its words with " \\" continuations (the shell joins
-    them back into one command); a comment, a word wider than the line, or a quoted string stays
-    whole."""  # noqa: E501
-    lead = line[: len(line) - len(line.lstrip())]
-    if line.lstrip().startswith("#") or line.rstrip().endswith("\\"):
-        return [line]
-    words = re.findall(r"(?:[^\s'\"]+|'[^']*'|\"[^\"]*\")+", line.strip())
-    # a word wider than a line: left whole
-    if any(len(lead) + 4 + len(w) + 2 > width for w in words):
-        return [line]
-    out, cur = [], lead + words[0]
-    for w in words[1:]:
-        if len(cur) + 1 + len(w) + 2 > width and cur.strip():
-            out.append(cur + " \\")
-            cur = lead + "    " + w
-        else:
-            cur += " " + w
-    return [*out, cur]
 
 
 def gain_text(wg: WorkloadGain, cell: str) -> str:
@@ -135,10 +59,6 @@ def gain_text(wg: WorkloadGain, cell: str) -> str:
     # the pick against it, in the one grammar (recommend/grammar.py): "1.06× (0.63–1.78) Nova's
     # default", "1.43× (1.20–1.70) lower latency than QEMU's default"
     return f"{ratio_against(g.ratio, wg.metric, wg.against)}{assumed}"
-
-
-def wrapped_lines(lines: list[str], width: int, indent: str) -> list[str]:
-    return [x for line in lines for x in wrap(line, width, indent)]
 
 
 def page_cache_lines(p: Pick) -> list[str]:
@@ -552,36 +472,6 @@ def _decision_lines(
     return out + wrapped_lines(_alternatives_of(p, h)[:shown], width, "  ")
 
 
-def _alternatives_of(p: Pick, h: Headline) -> list[str]:
-    """The pick's alternative lines the screen may show, the baselines' first (every one of them):
-    a configuration stated again (another status) gets fewer of the others."""
-    first = next(q for q in h.picks if q.config == p.config)
-    cap = 1 if first is not p else ALTERNATIVE_LINES
-    return alternative_lines(p)[: max(cap, _baseline_lines(p))]
-
-
-def _told_from(pick: str, label: str | None, name: str) -> str:
-    """`label` named by the axes where it differs from the `pick`'s cell ("cache=none" beside raw ·
-    writeback), where that is shorter than its screen name `name`."""
-    if label is None:
-        return name
-    short = cell_names([pick, label]).of(label)
-    return short if short and len(short) < len(name) else name
-
-
-def _baseline_lines(p: Pick) -> int:
-    """How many of the pick's alternative lines are against a baseline cell
-    (WorkloadGain.baselines): shown on every screen, whatever its width and target."""
-    return len(
-        {
-            _told_from(p.cell, a.label, a.against)
-            for wg in p.gains
-            for a in wg.alternatives
-            if a.label in wg.baselines and (wg.gain is None or a.label != wg.gain.label)
-        }
-    )
-
-
 def _workload_line(
     p: Pick, wg: WorkloadGain, one_tier: str | None, squeeze: bool, dense: int, width: int
 ) -> list[str]:
@@ -744,21 +634,6 @@ def _pick_parts(
     return out
 
 
-def _ini_section(summary: str, text: str, width: int) -> list[str]:
-    """A crowded screen's form of a one-section INI snippet (ceph.conf's [client] lines): the file
-    and section named in one line ("ceph.conf [client]:", the summary's head), its settings one per
-    line under it as the file holds them; the whole text (the section line too) where it has more
-    than one section or no summary to name it by."""
-    lines = text.splitlines()
-    head = summary.partition(":")[0]
-    sections = [line for line in lines if line.startswith("[")]
-    if not head or sections != lines[:1] or not head.endswith(lines[0]):
-        return code_lines(text, "ini", width, "    ")
-    if len(lines) == 2:  # one setting: on the section's line, still one setting to a line
-        return wrap(f"{head}: {lines[1]}", width, "  ")
-    return [*wrap(f"{head}:", width, "  "), *code_lines("\n".join(lines[1:]), "ini", width, "    ")]
-
-
 def _risk_names(h: Headline) -> str:
     """A crowded screen's risks (issue 49), said with --detail, which states them: each situation
     named once, with the backings it concerns where not all (" · risks: QEMU crash, power
@@ -778,12 +653,6 @@ def _risk_names(h: Headline) -> str:
     return f" · risks: {', '.join(named)}"
 
 
-def _first_clause(text: str) -> str:
-    """A risk's statement without its reasons: the text up to its first parenthesis, semicolon or
-    colon ("completed writes survive (they reached the host)" → "completed writes survive")."""
-    return re.split(r" \(|; |: ", text, maxsplit=1)[0]
-
-
 def _risk_part(risks: list[tuple[str, str, str]], width: int, squeeze: bool) -> _Part:
     """Risk statements (situation, text, basis) whole, one per line; on a squeezed screen in one
     paragraph of their first clauses (the reasons: --detail)."""
@@ -798,156 +667,3 @@ def _risk_part(risks: list[tuple[str, str, str]], width: int, squeeze: bool) -> 
     # "not measured" is what documented means here
     basis = "documented" if basis == DOCUMENTED else basis
     return _Part(whole, wrap(f"risks ({basis}): {said}", width, "  "), 2)  # the reasons: --detail
-
-
-def _short_snippet(p: Pick, target: str, width: int, one_line: bool = False) -> list[str]:
-    """_short_form, or where a line of it is wider than `width` (a shell word cannot be broken: a
-    `qm set` or `virt-install --disk` line of 100 columns at 80), the options the answer sets said
-    in a line: "proxmox: format=raw, cache=none (whole: --detail)" (never the
-    tool's line cut short, issue 70)."""
-    short = _short_form(p, target, width, one_line)
-    s = p.snippet
-    if all(len(line) <= width for line in short) or s is None or s.text is None:
-        return short
-    if p.data_step is not None or p.kept_line:  # --current's steps are never summarised
-        return short
-    settings = _qemu_set(s.text) if s.tool == "qemu" else _settings(s.text)
-    return sets_line(target, settings, width) if settings else short
-
-
-def _short_form(p: Pick, target: str, width: int, one_line: bool = False) -> list[str]:
-    """A VM tool's snippet in a line or two where the screen has no room for it whole: an XML
-    <disk>'s <driver> element (what the answer sets; the element whole in --detail); other tools'
-    snippets are never cut. `one_line` (a crowded screen): QEMU's options in one line, without the
-    arguments' names and the format the configuration's name says."""
-    s = p.snippet
-    whole = _pick_snippet_lines(p, target, width, False)
-    if s is not None and s.text is None and p.data_step is None and not p.kept_line:
-        # no snippet for this tool: why in its first clause, and what to use instead (issue 70:
-        # "not available" alone told the reader nothing); the whole reason in --detail
-        why, _, instead = s.note.removeprefix(NOT_AVAILABLE).partition(INSTEAD)
-        instead = f"; use {instead.split(' or ')[0]}" if instead else ""
-        return wrap(f"{target}: no snippet: {_first_clause(why)}{instead}", width, "  ")
-    if s is None or s.text is None or p.data_step is not None or p.kept_line:
-        return whole
-    if one_line and s.tool != "qemu" and (settings := _settings(s.text)):
-        # a crowded screen: what the tool's snippet sets, in one line (the snippet: --detail)
-        return sets_line(target, settings, width)
-    if s.language != "xml":
-        return _short_command(s, target, width, one_line) or _short_ini(s, target, width) or whole
-    driver = next(
-        (line.strip() for line in s.text.splitlines() if line.strip().startswith("<driver")), None
-    )
-    if driver is None:
-        return whole
-    # the whole <disk>: --detail, as the screen's last line says; where the element goes said, as
-    # the whole form's title says it (a bare <driver> left the reader to guess)
-    return wrap(f"{target} ({DRIVER_WHERE}): {driver}", width, "  ")
-
-
-# How vmconfig.config._not_available begins a note: the screen says "no snippet:" itself.
-NOT_AVAILABLE = "not available: "
-# Where a crowded screen's <driver> short form goes (libvirt's whole form: "virsh edit VM: replace
-# the <disk> element").
-DRIVER_WHERE = "virsh edit VM, the <disk>'s <driver>"
-
-
-def _short_command(s: Snippet, target: str, width: int, one_line: bool = False) -> list[str]:
-    """A QEMU or Proxmox snippet's short form: the QEMU options the answer sets; Proxmox's storage
-    entry by name and its `qm` commands whole; [] for any other tool (never cut)."""
-    assert s.text is not None
-    if s.language == "sh" and s.tool == "qemu" and one_line and (options := _qemu_set(s.text)):
-        return sets_line(target, options, width)
-    if s.language == "sh" and s.tool == "qemu" and (options := _qemu_options(s.text)):
-        return wrap(f"{target}: {options} (whole command line: --detail)", width, "  ")
-    commands = _commands(s.text, "qm ")
-    if s.tool != "proxmox" or not commands:
-        return []
-    # the storage's entry by name (its options: --detail), then the commands that set what the
-    # answer sets
-    heads = [line for line in s.text.splitlines() if re.fullmatch(r"[a-z]+: \S+", line)]
-    where = f"{', '.join(heads)} in /etc/pve/storage.cfg (--detail), then:" if heads else ""
-    return [
-        *wrap(f"{target}: {where}".rstrip(), width, "  "),
-        *code_lines("\n".join(commands), s.language, width, "    "),
-    ]
-
-
-def _pick_snippet_lines(
-    p: Pick, target: str, width: int, markdown: bool, notes: bool = False
-) -> list[str]:
-    """A pick's snippet for `target`: with --current, the data step before it and what was kept
-    after it; `notes` (--detail): its note after it (what it assumes, what was not measured: a
-    Proxmox nfs storage is a kernel mount, issue 49)."""
-    out: list[str] = []
-    if p.snippet is not None:
-        if p.data_step is not None:  # the user's data first: the snippet below points at the copy
-            out += _pick_code(p.data_step, DATA_STEP_TITLE, width, markdown)
-        out += wrap(f"{target}: {p.snippet.title}", width, "  ")
-        if p.snippet.text is None:
-            out += wrap(p.snippet.note, width, "    ")
-        else:
-            out += _pick_code(p.snippet, "", width, markdown)
-            out += wrap(p.snippet.note, width, "    ") if notes and p.snippet.note else []
-        if notes and p.longer is not None and p.longer.text is not None:
-            # what the shorter snippet's title promises --detail shows (virt-xml's edited <disk>)
-            out += wrap(f"{target}, the same edit whole: {p.longer.title}", width, "  ")
-            out += _pick_code(p.longer, "", width, markdown)
-            out += wrap(p.longer.note, width, "    ") if p.longer.note else []
-    if p.kept_line:
-        out += wrap(p.kept_line, width, "  ")
-    return out
-
-
-DATA_STEP_TITLE = "first, your data (shut the VM down; the old image is kept):"
-
-
-def _pick_code(s: Snippet, title: str, width: int, markdown: bool) -> list[str]:
-    """A snippet's text on the first screen, under `title` (none when '')."""
-    assert s.text is not None
-    out = wrap(title, width, "  ") if title else []
-    if markdown:
-        return [*out, f"```{s.language}", *code_lines(s.text, s.language, width), "```"]
-    return out + code_lines(s.text, s.language, width, "    ")
-
-
-def _alternatives_fitting(lines: list[str], width: int, room: list[int]) -> int:
-    """How many of `lines`, wrapped, fit in `room` (a one-element list, used up as lines are given,
-    shared by the picks)."""
-    n = 0
-    for line in lines:
-        wrapped = len(wrap(line, width, "  "))
-        if wrapped > room[0]:
-            break
-        room[0] -= wrapped
-        n += 1
-    return n
-
-
-def alternative_lines(p: Pick) -> list[str]:
-    """What the pick measured against the notable alternatives, one line per alternative (at most
-    ALTERNATIVE_LINES), each with its paired ratio and interval per workload, always the pick
-    against the other (report/recommend/grammar.py): "raw · writeback is 2.18× (1.47–3.21) qcow2 ·
-    cache=none on database:log, 1.41× (1.12–1.76) on file-server:files"."""
-    per: dict[str, list[tuple[str, RatioCI | None, str]]] = {}
-    notes: dict[str, str] = {}
-    base: set[str] = set()
-    for wg in p.gains:
-        for a in wg.alternatives:
-            if wg.gain is not None and a.label == wg.gain.label:
-                continue  # the workload's own line says it (its baseline's ratio)
-            # the other named by what tells it from the pick (its full name is in --detail): a
-            # long shared-storage name twice made one ratio four lines at 80 columns
-            name = _told_from(p.cell, a.label, a.against)
-            per.setdefault(name, []).append((wg.workload, a.ratio, wg.metric))
-            notes.setdefault(name, a.note or "no ratio")
-            base |= {name} if a.label in wg.baselines else set()
-    out = []
-    # the baselines' first (every target's screen shows them: _baseline_lines), then the others
-    names = sorted(per, key=lambda name: name not in base)
-    for name, parts in [(n, per[n]) for n in names][: max(ALTERNATIVE_LINES, len(base))]:
-        if all(r is None or r.ratio is None for _, r, _ in parts):
-            out.append(f"{p.name} against {name}: – ({notes[name]})")
-            continue
-        out.append(versus(p.name, name, parts))
-    return out
