@@ -13,8 +13,9 @@ small) the line says the axis is decided per cell."""
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from iomatrix.domain import axes as axis_registry
@@ -94,56 +95,72 @@ def axis_answers(wr: WorkloadRanking | None, pick: str | None, alpha: float) -> 
         return []
     # strata named by the varied axes alone ("cache=none", not every constant axis beside it)
     levels = {label: {a: ax[a] for a in axes if a in ax} for label, ax in full.items()}
-    an = wr.ranking.analysis
-    prior = an.prior if an is not None else None
-    df_resid = float(an.df_resid) if an is not None and an.df_resid else math.inf
-    # every level set against the pick's is a test beside the pairs' own family: Bonferroni
-    family = sum(len({ax.get(a) for ax in levels.values()} - {"-", None}) - 1 for a in axes)
     mine = levels[pick]
     if any(a not in mine for a in axes):
         return []
-    # the cells' fitted variances, once for every axis and level (only a prior uses them)
-    variances = cell_variances_of(wr.series) if prior is not None and prior.d0 > 0 else {}
+    decide = _axis_test(wr, levels, axes, alpha)
     out = []
     for axis in axes:
         found = []
         for other in sorted({ax.get(axis) for ax in levels.values()} - {mine[axis], "-", None}):
             try:
-                d = decide_axis(
-                    wr.series,
-                    levels,
-                    axis,
-                    mine[axis],
-                    other,
-                    higher_is_better=wr.ranking.higher_is_better,
-                    alpha=alpha,
-                    margin=wr.decision.margin if wr.decision is not None else 0.05,
-                    prior=prior,
-                    df_resid=df_resid,
-                    family=family,
-                    variances=variances,
-                )
+                found.append((other, decide(axis, mine[axis], other)))
             except ValueError:  # too few strata or shared rounds: nothing to say on this axis
                 continue
-            found.append((other, d))
         if found:
-            other, d = _shown(found)
-            cells = ()
-            if d.status == "per_cell":
-                cells = _cell_decisions(wr, levels, axis, mine[axis], other)
-            out.append(
-                AxisAnswer(
-                    axis=axis,
-                    workload=wr.workload,
-                    metric=wr.metric,
-                    mine=mine[axis],
-                    rival=other,
-                    decision=d,
-                    pick=full[pick],
-                    cells=cells,
-                )
-            )
+            out.append(_answer(wr, levels, axis, full[pick], mine[axis], found))
     return out
+
+
+def _axis_test(
+    wr: WorkloadRanking, levels: Mapping[str, Mapping[str, str]], axes: Sequence[str], alpha: float
+) -> Callable[[str, str, str], AxisDecision]:
+    """decide_axis over `wr`'s rounds, with what every axis's test shares bound once: the ranking's
+    prior and residual degrees of freedom, the family size and the cells' fitted variances."""
+    assert wr.series is not None  # axis_answers returns [] before, without rounds
+    an = wr.ranking.analysis
+    prior = an.prior if an is not None else None
+    df_resid = float(an.df_resid) if an is not None and an.df_resid else math.inf
+    # every level set against the pick's is a test beside the pairs' own family: Bonferroni
+    family = sum(len({ax.get(a) for ax in levels.values()} - {"-", None}) - 1 for a in axes)
+    # the cells' fitted variances, once for every axis and level (only a prior uses them)
+    variances = cell_variances_of(wr.series) if prior is not None and prior.d0 > 0 else {}
+    return functools.partial(
+        decide_axis,
+        wr.series,
+        levels,
+        higher_is_better=wr.ranking.higher_is_better,
+        alpha=alpha,
+        margin=wr.decision.margin if wr.decision is not None else 0.05,
+        prior=prior,
+        df_resid=df_resid,
+        family=family,
+        variances=variances,
+    )
+
+
+def _answer(
+    wr: WorkloadRanking,
+    levels: Mapping[str, Mapping[str, str]],
+    axis: str,
+    pick: Mapping[str, str],
+    mine: str,
+    found: Sequence[tuple[str, AxisDecision]],
+) -> AxisAnswer:
+    """The axis's answer against the rival level the line shows (_shown), with its per-cell
+    decisions where the effect differs per cell."""
+    other, d = _shown(found)
+    cells = _cell_decisions(wr, levels, axis, mine, other) if d.status == "per_cell" else ()
+    return AxisAnswer(
+        axis=axis,
+        workload=wr.workload,
+        metric=wr.metric,
+        mine=mine,
+        rival=other,
+        decision=d,
+        pick=pick,
+        cells=cells,
+    )
 
 
 def _cell_decisions(
