@@ -330,6 +330,31 @@ def _gap(r: RankedRow, higher_is_better: bool) -> float:
     return gap_to_best(ratio, higher_is_better)
 
 
+def _worse_at_half_level(
+    name: str, best: str, worse: Mapping[str, float], analysis: BlockedAnalysis | None
+) -> bool:
+    """Whether the one-sided test against the best (worse_than_best_p's Holm-adjusted p) separates
+    `name` at half its pair's look level, as the race's elimination does (classify)."""
+    return (
+        analysis is not None and name in worse and worse[name] < analysis.pair(name, best).level / 2
+    )
+
+
+def _ruled_out_here(
+    analysis: BlockedAnalysis | None,
+    best: str,
+    behind: Sequence[str],
+    higher_is_better: bool,
+    threshold: float,
+) -> set[str]:
+    """The cells behind the best whose non-superiority test (ruled_out_p, Holm over `behind`)
+    rejects "better by more than θ" at their pair's look level (classify)."""
+    ruled_p = ruled_out_p(analysis, best, behind, higher_is_better, threshold)
+    return {
+        n for n, p in ruled_p.items() if analysis is not None and p < analysis.pair(n, best).level
+    }
+
+
 def classify(
     ranked: Sequence[RankedRow],
     higher_is_better: bool,
@@ -354,18 +379,15 @@ def classify(
     for r in ranked[1:]:
         if _gap(r, higher_is_better) <= threshold:
             top.append(r.name)
-        elif _significant_vs_best(r, best, alpha, analysis) or (
-            analysis is not None
-            and r.name in worse
-            and worse[r.name] < analysis.pair(r.name, best).level / 2
+        elif _significant_vs_best(r, best, alpha, analysis) or _worse_at_half_level(
+            r.name, best, worse, analysis
         ):
             separated.append(r.name)
         else:
             behind.append(r.name)
-    ruled_p = ruled_out_p(analysis, best, behind, higher_is_better, threshold)
-    ruled = {
-        n for n, p in ruled_p.items() if analysis is not None and p < analysis.pair(n, best).level
-    } | race_ruled_out(behind, eliminated or {}, {r.name for r in ranked})
+    ruled = _ruled_out_here(analysis, best, behind, higher_is_better, threshold) | race_ruled_out(
+        behind, eliminated or {}, {r.name for r in ranked}
+    )
     equivalent = tuple(
         n
         for n in (*top[1:], *(n for n in behind if n in ruled))
