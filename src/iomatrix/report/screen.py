@@ -335,15 +335,21 @@ def _screen_head(
     for line in h.findings:  # what the figures show comes first: the answer below follows from it
         out += wrap(f"finding: {line}", width)
     out += role_lines(h, width, markdown, dense)
-    # each axis decided on its own, above the configurations and their snippets (issue 71)
-    if h.axis_lines and dense < 6:  # a crowded screen: one line per axis, its figures in --detail
-        out += [""] if not dense else []
-        lines = h.axis_brief if dense and h.axis_brief else h.axis_lines
-        lines = [AXES_IN_DETAIL] if dense >= 5 else lines
-        out += [x for line in lines for x in wrap(line, width)]
+    out += _axis_block(h, width, dense)
     for line in h.trade_offs:
         out += ["", *wrap(line, width)]
     return out
+
+
+def _axis_block(h: Headline, width: int, dense: int) -> list[str]:
+    """Each axis decided on its own, above the configurations and their snippets (issue 71); a
+    crowded screen gives one line per axis (its figures in --detail), the densest none."""
+    if not h.axis_lines or dense >= 6:
+        return []
+    out = [""] if not dense else []
+    lines = h.axis_brief if dense and h.axis_brief else h.axis_lines
+    lines = [AXES_IN_DETAIL] if dense >= 5 else lines
+    return out + [x for line in lines for x in wrap(line, width)]
 
 
 def _fit(
