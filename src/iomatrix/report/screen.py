@@ -483,21 +483,11 @@ def _workload_line(
 ) -> list[str]:
     """One workload's decision line under its configuration: its ratio and status (and tier where
     the picks' differ); on a crowded screen without the backing the configuration's name says."""
-    statuses = DENSE_STATUS if dense else SHORT_STATUS if squeeze else STATUS_TEXT
     groups = {g.group for g in p.gains}
     # on a crowded screen a configuration of one backing group does not repeat it per workload
     on = f" on {next(iter(groups))}" if dense and len(groups) == 1 and None not in groups else ""
     tier = f" [{wg.tier} tier]" if wg.tier and one_tier is None else ""
-    status = (
-        f"kept: {wg.kept}"
-        if wg.status == "equivalent" and wg.kept
-        else statuses.get(wg.status, STATUS_TEXT[wg.status])
-    )
-    if wg.status in ("tied", "provisional") and wg.unresolved and not (dense or squeeze):
-        # as a role's answer says it (issue 71): the interval reached, the property the pick rests
-        # on, the minutes that would settle it; a squeezed screen says its status alone, the rest
-        # in --detail (a line each kept a shared-storage answer's backings on one screen)
-        status = wg.unresolved
+    status = _status_text(wg, squeeze, dense)
     name = wg.workload.removesuffix(on) if on else wg.workload
     # a crowded screen: "not told apart yet" above says it for each line
     said = "" if dense >= 3 and not p.settled and status == SHORT_STATUS["provisional"] else status
@@ -508,6 +498,19 @@ def _workload_line(
     verb = "has" if " latency than " in gain else "is"
     who = f"{p.candidate} {verb} " if p.candidate else ""
     return wrap(f"{name}: {who}{gain}{said}{tier}", width, "  ")
+
+
+def _status_text(wg: WorkloadGain, squeeze: bool, dense: int) -> str:
+    """A workload line's status as the screen's layout says it (_workload_line)."""
+    statuses = DENSE_STATUS if dense else SHORT_STATUS if squeeze else STATUS_TEXT
+    if wg.status in ("tied", "provisional") and wg.unresolved and not (dense or squeeze):
+        # as a role's answer says it (issue 71): the interval reached, the property the pick rests
+        # on, the minutes that would settle it; a squeezed screen says its status alone, the rest
+        # in --detail (a line each kept a shared-storage answer's backings on one screen)
+        return wg.unresolved
+    if wg.status == "equivalent" and wg.kept:
+        return f"kept: {wg.kept}"
+    return statuses.get(wg.status, STATUS_TEXT[wg.status])
 
 
 @dataclass
