@@ -229,7 +229,7 @@ class RoleAnswer:
             verb, why = NOT_LEADING, f"{NOT_LEADING_WHY}; {ahead}"
         if self.unresolved:  # one configuration to use, and how far the sweep could tell
             verb, why = "use", self.unresolved + (f"; {ahead}" if ahead else "")
-        if self.weighed:  # a trade-off the weights settled: that is the reason, in full
+        if self.weighed and not self.unresolved:  # a trade-off the weights settled: the reason
             why = f"a trade-off, weighed: {self.weighed}"
         elif self.instead_of is not None:
             verb = "use" if self.status in ANSWERED else verb
@@ -258,7 +258,7 @@ class RoleAnswer:
             verb, why = NOT_LEADING, f"{ahead}; {why}"
         if self.unresolved_brief:
             verb, why = "use", self.unresolved_brief
-        if self.weighed and self.weighed_ratio is not None:
+        if self.weighed and self.weighed_ratio is not None and not self.unresolved_brief:
             w = self.weighed_ratio
             why = f"a trade-off, weighed: {interval_text(w['low'], w['high'])}× {w['against']}"
         elif self.instead_of is not None:
@@ -535,14 +535,10 @@ def role_answer(
         if _weighed(out, role, per, combined.vetoes[0], allowed):
             out.figures = [_figure_row(f, out.cell) for f in per if out.cell is not None]
             return out
-        out.tradeoff = tradeoff_brief(first, combined.vetoes[0])
+        short = out.tradeoff = tradeoff_brief(first, combined.vetoes[0])
         if out.weighed:
             out.tradeoff = f"{out.tradeoff}; weighed: {out.weighed}"
-        out.missing = (
-            f"no cell near the best on {first.says} is within {role.margin:.0%} of the "
-            "best on every "
-            "other deciding figure: a trade-off between them (below)"
-        )
+        _open_tradeoff(out, candidates[0], first.says, allowed, short)
         return out
     out.cell = combined.cell
     out.instead_of = candidates[0] if combined.cell != candidates[0] else None
@@ -551,6 +547,28 @@ def role_answer(
     _say_status(out, answer_of(v), per[0], cws, (run_seconds or {}).get(v.workload), budget)
     out.figures = [_figure_row(f, combined.cell) for f in per]
     return out
+
+
+def _open_tradeoff(
+    out: RoleAnswer, pick: str, says: str, allowed: set[str] | None, short: str
+) -> None:
+    """A trade-off the weights did not settle still ends with one configuration to use (issue 71):
+    the deciding figure's pick (the role's first figure, what its VM waits on first; among cells
+    tied on it, the tie-break's: power-loss safety, what you run or the default, simplicity), not
+    told apart from the cell that wins the other figures, with the trade-off as the reason. The
+    alternative and by how much it wins stay beside it ("a trade-off: … on data p99")."""
+    if allowed is not None and pick not in allowed:
+        out.missing = (
+            f"no cell meeting the requirements is within {out.margin:.0%} of the best on every "
+            "deciding figure: a trade-off between them (below)"
+        )
+        return
+    out.cell, out.status = pick, "tied"
+    out.unresolved = (
+        f"a trade-off not told apart at this resolution: {out.tradeoff}; picked for {says}, the "
+        "role's first figure"
+    )
+    out.unresolved_brief = f"a trade-off, not told apart: {short}"
 
 
 def _say_status(
