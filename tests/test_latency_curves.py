@@ -123,7 +123,7 @@ def test_html_report_draws_curves_and_cpu_per_io_bars(tmp_path: Path):
     assert 'id="latency-load"' in html and 'id="cost"' in html
     curve = html[html.index('id="latency-load"') : html.index('id="cost"')]
     # one chart; both knees in the table
-    assert curve.count("<svg") == 1 and curve.count("<td>knee</td>") == 2
+    assert curve.count("<svg") == 1 and curve.count(">knee</td>") == 2
     cost = html[html.index('id="cost"') : html.index('id="host"')]
     # one per qd workload
     assert "cost.cpu_us_per_io (lower is better)" in cost and cost.count("<svg") == 4

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from iomatrix.matrix import estimate_seconds
+from iomatrix.protocols import iscsi, nfs, rbd
 
 if TYPE_CHECKING:
     from iomatrix.matrix import Expansion
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 # tests/data/answers/ceph-flush-trap.sqlite; 19.5 s in ceph-custom-jobs.sqlite), tgtd (0.9 s in
 # iscsi-lun-cache-jobs.sqlite), tgtd and nfs-ganesha together 0.5 s (a sweep of both, issue 70's
 # calibration, docs/benchmarks-history.md).
-LAB_SETUP_S = {"rbd": 16.0, "iscsi": 1.0, "nfs": 1.0}
+LAB_SETUP_S = {rbd.NAME: 16.0, iscsi.NAME: 1.0, nfs.NAME: 1.0}
 # Any other backing: a directory, a loop device's mkfs and mount (0.1–2.7 s in tests/data's
 # captured sweeps).
 LOCAL_SETUP_S = 1.0
