@@ -178,8 +178,7 @@ def test_a_real_ceph_sweep_tells_the_trap_in_every_output(tmp_path: Path) -> Non
     # eight columns)
     every_run = page.split('id="runs"', 1)[1]
     assert (
-        ">raw/off/writeback/threads/-/rbd+rbd_cache_writethrough_until_flush=off</td>"
-        in every_run
+        ">raw/off/writeback/threads/-/rbd+rbd_cache_writethrough_until_flush=off</td>" in every_run
     )
 
 
