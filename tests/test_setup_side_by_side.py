@@ -168,7 +168,8 @@ def test_setup_beside_scripts_test_both_pass(tmp_path: Path) -> None:
     env = _env(tmp_path)
     subset = [
         "tests/test_guest_build_shared_cache.py",
-        "tests/test_protocol_packages.py",
+        # (it reads the copy's setup.sh)
+        "tests/test_protocol_packages.py::test_setup_sh_installs_every_protocols_packages_and_no_other",
         "-m",
         "not slow",
         "-n",
