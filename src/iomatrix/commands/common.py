@@ -93,16 +93,28 @@ def refuse_system_workdir(workdir: Path, option: str = "--workdir") -> None:
         )
 
 
+def check_allowed_devices(paths: list[Path]) -> None:
+    """Every --allow-destroy argument checked (safety.py), that module (~0.1 s of imports) loaded
+    only when one is given: none is nothing to check."""
+    if paths:
+        from iomatrix.safety import check_allowed_devices as check
+
+        check(paths)
+
+
 def load_plan(plan: str) -> tuple[Plan, Path | None]:
     """A built-in plan by name (old names still work, with a note) or a TOML file."""
-    from iomatrix.plan.load import PLAN_ALIASES
-    from iomatrix.plan.load import load_plan as load
+    from iomatrix.plan.source import PLAN_ALIASES, plan_source
 
     if plan in PLAN_ALIASES:
         err_console.print(
             f"[yellow]note:[/] the built-in plan '{plan}' is now called '{PLAN_ALIASES[plan]}'",
             soft_wrap=True,
         )
+    # a missing file or an unknown name refused before the plan models are imported (~0.3 s)
+    plan_source(plan)
+    from iomatrix.plan.load import load_plan as load
+
     return load(plan)
 
 
