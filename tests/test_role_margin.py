@@ -264,4 +264,4 @@ def test_a_roles_margin_ties_its_cells_as_well(
         # more than 10% better": neither is named with the tie.
         assert "cannot be more than" not in block and "cache=none ·" not in block, block
     else:
-        assert "neither significantly worse nor within 5%" in " ".join(block.split()), block
+        assert "neither decided worse nor equivalent (within 5%)" in " ".join(block.split()), block

@@ -64,7 +64,7 @@ def test_b_a_tight_cell_is_not_crowned_for_being_tight() -> None:
     assert d.kind == "unresolved" and d.answer is None
     assert d.leader == "wide" and d.unresolved == ("tight",)
     assert d.extra_rounds is not None and d.extra_rounds >= 1
-    assert "not separable yet" in d.statement
+    assert "not told apart yet at this resolution" in d.statement
     # Still an answer if one must be made now: the tie-break (safety, simplicity — equal here — then
     # performance) picks the leader, and says so.
     assert d.provisional == "wide" and d.statement.endswith(
@@ -77,7 +77,8 @@ def test_b_a_tight_cell_is_not_crowned_for_being_tight() -> None:
         budget_spent=True,
     )
     assert d2.provisional == "tight" and d2.statement.startswith(
-        "not separable within the budget: wide has the best mean"
+        # an unblocked ranking orders by the mean: the best is the best mean (issue 70)
+        "not told apart within the budget at this resolution: wide has the best mean"
     )
 
 

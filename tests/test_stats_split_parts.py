@@ -229,9 +229,9 @@ def test_extra_rounds_by_hand() -> None:
 def test_unresolved_statement() -> None:
     text = unresolved_statement("A", ["B", "C"], "5%", None, 0.05, (), "B", budget_spent=True)
     assert text == (
-        "not separable within the budget: A has the best mean, but B, C are neither significantly "
-        "worse nor within "
-        "5%; no amount of time can be estimated to settle them; if one must be chosen now, the "
+        "not told apart within the budget at this resolution: A has the best geo. mean, but B, C "
+        "are neither decided worse nor equivalent (within 5%); no amount of time can be estimated "
+        "to settle them; if one must be chosen now, the "
         "tie-break (performance) picks B"
     )
 

@@ -62,8 +62,8 @@ tie):
   and the unresolved ones,
   named in the statement as the choice *if one must be made now* (the race's
   futility stop ends a sweep in this state when ``max`` or the budget cannot
-  separate them: ``budget_spent=True`` says "not separable within the budget"
-  instead of "not separable yet").
+  separate them: ``budget_spent=True`` says "not told apart within the budget at
+  this resolution" instead of "… yet …").
 
 **Tie-break**: an ordered list of keys, each a function of the cell's axes;
 the first key that differs decides, then the next.  Valid keys (``TIE_BREAKS``):
@@ -549,7 +549,12 @@ def unresolved_statement(
     keys: Sequence[str],
     pick: str,
     budget_spent: bool,
+    centre: str = "geo. mean",
 ) -> str:
+    """The unresolved decision in the answer's one vocabulary (issues 70 and 71): the best is the
+    best by ``centre``, the figure the ranking orders by ("geo. mean" for a ranking blocked by
+    round, else "mean"), and a contender is "not told apart at this resolution": neither decided
+    worse nor equivalent (within ``pct`` of the best)."""
     # Never a count of rounds (issue 71: a user cannot act on "1272 more rounds"): the report
     # replaces MORE_TIME with the minutes and the budget that would buy them, from the sweep's own
     # pace (report/settle_time.py), which this pure function does not know.
@@ -559,12 +564,17 @@ def unresolved_statement(
         else "no amount of time can be estimated to settle them"
     )
     return (
-        f"not separable {'within the budget' if budget_spent else 'yet'}: {leader} has the best "
-        "mean, but "
-        f"{', '.join(unresolved)} {'is' if len(unresolved) == 1 else 'are'} neither significantly "
-        f"worse nor within {pct}; {more}; if one must be chosen now, the tie-break "
+        f"not told apart {'within the budget' if budget_spent else 'yet'} at this resolution: "
+        f"{leader} has the best {centre}, but {', '.join(unresolved)} "
+        f"{'is' if len(unresolved) == 1 else 'are'} neither decided worse nor equivalent (within "
+        f"{pct}); {more}; if one must be chosen now, the tie-break "
         f"({', '.join(keys) or 'performance'}) picks {pick}"
     )
+
+
+def _centre_of(ranking: Ranking) -> str:
+    """The figure `ranking` orders by, as its table heads it (report/recommend/grammar.py)."""
+    return "geo. mean" if ranking.analysis is not None and ranking.analysis.blocked else "mean"
 
 
 def decide(
@@ -669,6 +679,8 @@ def decide(
             keys=keys,
             pick=pick,
             budget_spent=budget_spent,
+            # the figure the ranking orders by, as its table heads it (report/recommend/grammar.py)
+            centre=_centre_of(ranking),
         )
         other = keeper if keeper != best else v.unresolved[0]
         return Decision(

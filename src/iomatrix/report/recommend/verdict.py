@@ -337,6 +337,11 @@ def _gain(
     return Gain(against, other.label(), rc, "same cell" if other is chosen else "")
 
 
+# How a like-with-like ratio was taken, said beside it ("[paired run by run]"): each of the pick's
+# runs against the other cell's run of the same round.
+PAIRED_BASIS = "paired run by run"
+
+
 def _paired_gain(
     against: str,
     chosen: CellWorkload,
@@ -362,13 +367,14 @@ def _paired_gain(
             against,
             y,
             None,
-            f"{pr.paired_rounds} round(s) both ran: too few for a like-with-like ratio",
+            "too few runs side by side for a like-with-like ratio",
         )
     return Gain(
         against,
         y,
         RatioCI(pr.ratio, pr.ratio_low, pr.ratio_high),
-        f"over the {pr.paired_rounds} rounds both ran",
+        # the basis said without a count of rounds (issue 71: an answer never prints one)
+        PAIRED_BASIS,
     )
 
 
