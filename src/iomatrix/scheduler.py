@@ -91,6 +91,7 @@ runs of one shared boot together, in one new boot.)"""
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -99,10 +100,12 @@ from typing import Any
 # The budget and time keeping (scheduler_budget.py), a base of Scheduler; its constants stay
 # importable from here.
 from iomatrix.scheduler_budget import BUSY_MIN_RETRIES, BUSY_SHARE, BudgetKeeping
+
+# What a role's figures say of the units deciding its answer (scheduler_roles.py); RoleFigures
+# stays importable from here.
+from iomatrix.scheduler_roles import RoleFigures, role_view, veto_groups
 from iomatrix.stats import needs_more_runs
 from iomatrix.stats.deciding import deciding_pairs
-from iomatrix.stats.racing import race_step
-from iomatrix.stats.tradeoff import RoleFigure, open_tradeoff_cells
 from iomatrix.stop_kinds import StopKind
 
 # The stopping policies and the unit state they judge (stop_policy.py), under the names callers
@@ -159,26 +162,6 @@ __all__ = [
     "race_over",
     "race_verdict",
 ]
-
-
-@dataclass(frozen=True)
-class RoleFigures:
-    """A role's figures in one tier as the scheduler sees them (stats/tradeoff.py): per figure, the
-    units of its job's group by cell, the metric (the units' primary, or one of their `figures`),
-    which way is better and its weight; the first figure decides. `margin`: the role's."""
-
-    figures: tuple[tuple[Mapping[str, str], str, bool, float], ...]  # (cell → unit, metric, …)
-    primary: tuple[bool, ...]  # per figure: its metric is the units' primary
-    margin: float
-
-
-@dataclass(frozen=True)
-class RoleView:
-    """A role as the runs so far show it: the pick of its deciding figure (a cell; None before the
-    race names a best) and the units of its open weighed trade-off."""
-
-    pick: str | None
-    tradeoff: set[str]
 
 
 @dataclass(frozen=True)
@@ -285,8 +268,9 @@ class Scheduler(BudgetKeeping):
         pairs: dict[str, tuple[str, list[str]]] = {}
         policy = self.policy
         if isinstance(policy, RacingPolicy):
-            views = [self._role_view(role, policy) for role in self.roles]
-            only_with = self._veto_groups(views)
+            levels = functools.partial(self._levels, policy)
+            views = [role_view(role, self.units, levels) for role in self.roles]
+            only_with = veto_groups(self.roles, views, self.units)
             groups: dict[str, list[UnitState]] = {}
             for u in self.units.values():
                 if not u.baseline and len(u.points) >= 2:
@@ -315,61 +299,6 @@ class Scheduler(BudgetKeeping):
             "min_rounds": max(2, min(self.min_runs, 3)),
             "margin": policy.margin(group),
         }
-
-    def _veto_groups(self, views: Sequence[RoleView]) -> dict[str, set[str]]:
-        """group → the units its deciding pairs must hold one of, for a group that is only ever a
-        role's veto job (the database's data files): its role's pick there. Why: a veto job's
-        pairs decide the role only through the pick (is it worse than the best beyond the margin?)
-        and the weighing (RoleView.tradeoff); a tie of two other cells on a veto figure (the data
-        files' raw · writeback and qcow2 · writeback p99s) changes no answer, yet ran to 23-24
-        rounds in the quickstarts of issue 53 while the file server's pair waited."""
-        deciding = {
-            self.units[key].group
-            for role in self.roles
-            for key in role.figures[0][0].values()
-            if key in self.units
-        }
-        out: dict[str, set[str]] = {}
-        for role, view in zip(self.roles, views, strict=True):
-            if view.pick is None:
-                continue  # a pick not known yet: every pair of its jobs may still matter
-            for units, *_ in role.figures[1:]:
-                key = units.get(view.pick)
-                if key in self.units and self.units[key].group not in deciding:
-                    out.setdefault(self.units[key].group, set()).add(key)
-        return out
-
-    def _role_view(self, role: RoleFigures, policy: RacingPolicy) -> RoleView:
-        """The role's pick (the race's best on its deciding figure) and the units of its open
-        weighed trade-off (stats/tradeoff.py), in every job of the role: the cells the weighing
-        has not settled against the weighed leader. Why: on each figure alone those pairs are
-        settled (commits 1.2× faster, a p99 1.7× lower), so no group's race names them, yet the
-        role's answer waits on their weighed interval."""
-        figures = []
-        for (units, metric, higher, weight), primary in zip(
-            role.figures, role.primary, strict=True
-        ):
-            points = {}
-            for cell, key in units.items():
-                u = self.units.get(key)
-                pts = (u.points if primary else u.figures.get(metric, [])) if u else []
-                if len(pts) >= 2:
-                    points[cell] = pts
-            figures.append(RoleFigure(points, higher, weight))
-        first_units = role.figures[0][0]
-        data = {first_units[c]: p for c, p in figures[0].points.items()}
-        group = self.units[next(iter(data))].group if data else ""
-        if len(data) < 2 or any(min(v for _, v in p) <= 0 for p in data.values()):
-            return RoleView(None, set())
-        step = race_step(data, **self._levels(policy, group))
-        if step.best is None:
-            return RoleView(None, set())
-        pick = next(c for c, k in first_units.items() if k == step.best)
-        cells = open_tradeoff_cells(figures, pick, role.margin)
-        return RoleView(
-            pick,
-            {units[c] for units, *_ in role.figures for c in cells if units.get(c) in self.units},
-        )
 
     def _refresh(self) -> None:
         """Mark units done: failures, then policy/max/budget for units past their minimum; decided
