@@ -10,6 +10,7 @@ would install skips these tests instead (they never install anything system-wide
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -134,26 +135,69 @@ def _finish(proc: subprocess.Popen[str], timeout: float = 600) -> str:
     return out
 
 
-def test_two_setups_at_once_in_one_checkout_both_succeed_and_one_says_it_waits(
+def _venv_lock(co: Path) -> Path:
+    """The lock file setup.sh takes for `co`'s .venv (its take_lock 9 line): one per checkout."""
+    lock_dir = Path("/run/lock") if Path("/run/lock").is_dir() else Path("/tmp")
+    digest = hashlib.sha256(str(co).encode()).hexdigest()[:16]
+    return lock_dir / f"iomatrix-setup-venv-{digest}.lock"
+
+
+def test_two_setups_at_once_in_one_checkout_wait_for_the_venvs_lock_and_both_succeed(
     tmp_path: Path,
 ) -> None:
+    """The test holds the checkout's venv lock, as a setup making the .venv would, and starts two
+    setups: each says it waits (naming the checkout's .venv), neither touches the .venv while the
+    lock is held, and both finish once it is released, one after the other. Holding the lock here
+    (rather than racing two setups and hoping one is still compiling when the other arrives) makes
+    the wait certain on a loaded host."""
     _skip_unless_installed(fleet=False)
     co = make_checkout(tmp_path)
     before = {p: p.stat().st_mtime_ns for p in (co / ".venv").rglob("*") if p.is_file()}
-    procs = [
-        _start([str(co / "scripts/setup.sh"), "--no-guest"], _env(tmp_path), co) for _ in range(2)
-    ]
-    outs = [_finish(p) for p in procs]
-    for p, out in zip(procs, outs, strict=True):
+    logs = [tmp_path / f"setup-{i}.log" for i in range(2)]
+    with _venv_lock(co).open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        procs = []
+        for log in logs:
+            with log.open("w") as out:
+                procs.append(
+                    subprocess.Popen(
+                        [str(co / "scripts/setup.sh"), "--no-guest"],
+                        cwd=co,
+                        env=_env(tmp_path),
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        text=True,
+                        start_new_session=True,
+                    )
+                )
+        try:
+            deadline = time.monotonic() + 300  # apt's checks first: seconds, minutes when loaded
+            while not all(WAITS in log.read_text() for log in logs):
+                dead = [p for p in procs if p.poll() is not None]
+                assert not dead, [log.read_text() for log in logs]
+                assert time.monotonic() < deadline, [log.read_text() for log in logs]
+                time.sleep(0.2)
+            after_wait = {p: p.stat().st_mtime_ns for p in (co / ".venv").rglob("*") if p.is_file()}
+            assert after_wait == before, "a setup touched the .venv while another held its lock"
+        except BaseException:
+            for p in procs:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+            raise
+        fcntl.flock(held, fcntl.LOCK_UN)
+    for p, log in zip(procs, logs, strict=True):
+        try:
+            p.wait(timeout=600)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            pytest.fail(f"still running after 600 s:\n{log.read_text()}")
+        out = log.read_text()
         assert p.returncode == 0, out
         assert out.rstrip().endswith("setup: done"), out
         assert "Python environment up to date" in out, out
         assert "installing" not in out, out  # neither apt-get nor pip ran
-    # one took the venv's lock (its compileall of the fresh src/ takes seconds), the other waited,
-    # and said so, naming the checkout's .venv
-    waited = [out for out in outs if WAITS in out]
-    assert len(waited) == 1, outs
-    assert f"({co}/.venv, lock " in waited[0], waited[0]
+        assert f"({co}/.venv, lock " in out, out
     after = {p: p.stat().st_mtime_ns for p in (co / ".venv").rglob("*") if p.is_file()}
     assert after == before, "the .venv changed"
 
@@ -168,7 +212,8 @@ def test_setup_beside_scripts_test_both_pass(tmp_path: Path) -> None:
     env = _env(tmp_path)
     subset = [
         "tests/test_guest_build_shared_cache.py",
-        "tests/test_protocol_packages.py",
+        # (it reads the copy's setup.sh)
+        "tests/test_protocol_packages.py::test_setup_sh_installs_every_protocols_packages_and_no_other",
         "-m",
         "not slow",
         "-n",
