@@ -216,7 +216,7 @@ def resumed(
             f"the last run: exit {last.returncode}: {last.stdout[-1500:]} {last.stderr[-1500:]}"
         )
     if (now := ok_runs(db)) < kept:
-        problems.append(f"completed runs lost ({kept} -> {now})")
+        problems.append(f"{now} completed runs after the last run, fewer than {kept}")
     return last, problems
 
 
