@@ -202,6 +202,7 @@ def test_rank_names_no_leader_the_answer_does_not(tmp_path: Path) -> None:
         leaders = re.findall(r"(?:^|[:;.] )([^:;.]+?) leads\b", flat)
         checked += 1
         assert all(x == pick_of[workload] for x in leaders), (workload, leaders, pick_of[workload])
-        if "not told apart yet at" in flat or "not told apart within the budget" in flat:  # an unsettled table names the answer's pick as the pick
+        # an unsettled table names the answer's pick as the pick
+        if "not told apart yet at" in flat or "not told apart within the budget" in flat:
             assert f"picks {pick_of[workload]}" in flat, (workload, pick_of[workload])
     assert checked == len(pick_of), (checked, pick_of)

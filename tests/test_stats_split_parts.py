@@ -230,7 +230,8 @@ def test_unresolved_statement() -> None:
     text = unresolved_statement("A", ["B", "C"], "5%", None, 0.05, (), "B", budget_spent=True)
     assert text == (
         "not told apart within the budget at this resolution: A has the best geo. mean, but B, C "
-        "are neither decided worse nor equivalent (within 5%); no amount of time can be estimated to settle them; if one must be chosen now, the "
+        "are neither decided worse nor equivalent (within 5%); no amount of time can be estimated "
+        "to settle them; if one must be chosen now, the "
         "tie-break (performance) picks B"
     )
 
