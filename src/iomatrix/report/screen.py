@@ -106,17 +106,20 @@ def headline_text(h: Headline, width: int, markdown: bool = False, fit: bool = T
         # nowhere)
         return _laid_out(h, width, markdown, squeeze, 0, whole=not fit)[0]
     # What the screen holds is chosen without the intervals' note (Pick.interval_note), which then
-    # follows the first "vs" line where the screen has room for it as laid out: a crowded screen
-    # keeps every fact and its snippets' forms, and leaves the note to --detail (issue 70).
+    # follows the first "vs" line where the screen as laid out has room for it, else ends the
+    # "more:" line: a crowded screen keeps every fact and every snippet's form, and leaves the note
+    # to --detail (issue 70).
     bare = _without_interval_notes(h)
     layout = _common_layout([bare, *bare.peers], min(width, REFERENCE_WIDTH))
     shown = _denser(bare) if layout.dense else bare
     if len(shown.picks) != len(layout.alternatives):  # not one answer laid out alike: its own
         layout = _own_layout(bare, width, layout.squeeze)
     plain = _screen_text(bare, width, layout)
-    noted = _screen_text(h, width, layout)
-    if _fits(noted, width) and noted.count("\n") >= plain.count("\n"):
-        return noted
+    for noted in (replace(h, interval_note=""), replace(bare, interval_note=h.interval_note)):
+        text = _screen_text(noted, width, layout)
+        # a note that costs a snippet its whole form (fewer lines) is left to --detail
+        if _fits(text, width) and text.count("\n") >= plain.count("\n"):
+            return text
     return plain
 
 
@@ -135,10 +138,10 @@ def _screen_text(h: Headline, width: int, layout: _Layout) -> str:
 
 
 def _without_interval_notes(h: Headline) -> Headline:
-    """`h` and its peers with no pick's intervals' note (Pick.interval_note)."""
+    """`h` and its peers with no intervals' note (Pick.interval_note, Headline.interval_note)."""
 
     def bare(x: Headline) -> Headline:
-        return replace(x, picks=[replace(p, interval_note="") for p in x.picks])
+        return replace(x, picks=[replace(p, interval_note="") for p in x.picks], interval_note="")
 
     return replace(bare(h), peers=[bare(x) for x in h.peers])
 
@@ -424,8 +427,10 @@ def _tail(
     # which guest the guest figures went through (issue 51): where they came from, after the answer
     for line in h.guests:
         out += wrap(f"guest: {line}", width)
-    # the densest screen names no tool (`--help` lists them): its line goes to the answer's ratios
-    others = "TOOL" if dense >= 4 else "|".join(t for t in TARGETS if t != h.target)
+    # the densest screen names no tool (`--help` lists them): its line goes to the answer's ratios,
+    # as it goes to the intervals' note where that ends it (headline_text)
+    note = f" · {h.interval_note}" if h.interval_note else ""
+    others = "TOOL" if dense >= 4 or note else "|".join(t for t in TARGETS if t != h.target)
     # a squeezed screen's configurations end with their snippets: no gap needed to tell them apart
     if not squeeze:
         out.append("")
@@ -434,12 +439,14 @@ def _tail(
         # a local sweep's screen shortened its roles, risks or snippets where crowded: said once
         # (a sweep answered per backing says "(--detail)" where it cut)
         whole = "" if any(p.storage is not None for p in h.picks) else " (all of it, whole)"
-        out += wrap(f"more: iomatrix recommend --detail{whole} · --target {others}{risks}", width)
+        out += wrap(
+            f"more: iomatrix recommend --detail{whole} · --target {others}{risks}{note}", width
+        )
     else:
         out += wrap(
             "more: iomatrix recommend --detail (tables, tie-breaks, every risk); other "
             "tools: --target "
-            f"{others}",
+            f"{others}{note}",
             width,
         )
     return out
