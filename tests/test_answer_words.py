@@ -113,3 +113,53 @@ def test_the_html_says_what_its_intervals_are(tmp_path: Path) -> None:
     finally:
         s.close()
     assert INTERVAL_NOTE.replace("'", "&#39;") in page
+
+
+def test_cells_the_budget_cut_are_named_in_one_line(tmp_path: Path) -> None:
+    """The captured quickstart with its database job's qcow2 · cache=none cell cut by the budget at
+    2 runs (its stop made the budget's, its later runs removed): the answer names it, how many,
+    and that the budget cut it, on the first screen and in the JSON; it is not ranked."""
+    import sqlite3
+
+    db = tmp_path / "cut.sqlite"
+    shutil.copy(QUICKSTART, db)
+    con = sqlite3.connect(db)
+    with con:
+        (cell,) = con.execute(
+            "SELECT id FROM cells WHERE key='blocklayer/qcow2/off/none/threads/-/dir/none'"
+        ).fetchone()
+        keep = [
+            r
+            for (r,) in con.execute(
+                "SELECT id FROM runs WHERE cell_id=? AND workload='database:data' AND "
+                "status='ok' ORDER BY id",
+                (cell,),
+            )
+        ][:2]
+        con.execute(
+            f"DELETE FROM runs WHERE cell_id=? AND workload='database:data' AND id NOT IN "
+            f"({','.join('?' * len(keep))})",
+            (cell, *keep),
+        )
+        con.execute(
+            "UPDATE unit_stops SET kind='budget', reason='time budget spent at 2 of its 3 "
+            "minimum runs', ok_runs=2 WHERE cell_id=? AND workload='database:data'",
+            (cell,),
+        )
+    con.close()
+    s = Store.open_existing(db)
+    try:
+        rec = recommend(s, s.sweep_ids()[-1])
+    finally:
+        s.close()
+    said = (
+        "the time budget cut 1 cell before its 3 runs, so it is not ranked: qcow2 · cache=none "
+        "(database:data); a longer time_budget in the plan gives it its runs"
+    )
+    assert said in rec.warnings, rec.warnings
+    head = headline(rec, "vm")
+    assert said in head.as_dict()["warnings"]
+    for width in (80, 100):
+        text = headline_text(head, width)
+        assert f"warning: {said}" in " ".join(text.split()), text
+        assert len(text.splitlines()) <= FIRST_SCREEN_LINES, text
