@@ -58,6 +58,8 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from scipy.stats import binomtest
 
@@ -456,6 +458,23 @@ def _measured(ranking: Ranking, a: str, b: str) -> float:
     return 1.0 - (1.0 / ratio_ab if ranking.higher_is_better else ratio_ab)
 
 
+def _replayed_twins(
+    rj: ModuleType, db: Path, race: Any, judged: Any, names: list[str]
+) -> list[Twins]:
+    """The A/A pairs among `names` (backings of identical cells, each in `race`) in a race replayed
+    by bench/rejudge.py (`rj`): each pair, whether the replay called it different, and whether its
+    decision named one twin over the other."""
+    by_backing = {ax["backing"]: key for key, ax in race.axes.items()}
+    pairs = []
+    for i, x in enumerate(names):
+        for y in names[i + 1 :]:
+            a, b = by_backing[x], by_backing[y]
+            called = rj.twin_verdict(judged, a, b) != 0
+            named_over = rj.named_over_twin(judged.decision, a, b)
+            pairs.append(Twins(db.name, race.tier, race.workload, x, y, called, named_over))
+    return pairs
+
+
 def replayed(dbs: list[Path]) -> tuple[list[Race], list[Twins]]:
     """Every sweep's races replayed round by round on their kept runs by the rule now in the code
     (bench/rejudge.py: the race's eliminations, the deciding pairs run on, the final ranking and
@@ -488,21 +507,7 @@ def replayed(dbs: list[Path]) -> tuple[list[Race], list[Twins]]:
                             )
                         )
             same = TWINS if race.tier == "blocklayer" else (*TWINS, *SLOWER)
-            names = [n for n in same if n in by_backing]
-            for i, x in enumerate(names):
-                for y in names[i + 1 :]:
-                    a, b = by_backing[x], by_backing[y]
-                    aa.append(
-                        Twins(
-                            db.name,
-                            race.tier,
-                            race.workload,
-                            x,
-                            y,
-                            rj.twin_verdict(judged, a, b) != 0,
-                            rj.named_over_twin(judged.decision, a, b),
-                        )
-                    )
+            aa += _replayed_twins(rj, db, race, judged, [n for n in same if n in by_backing])
     return races, aa
 
 
@@ -551,20 +556,7 @@ def replayed_per_size(dbs: list[Path], max_rounds: int) -> tuple[list[Race], lis
             if race.tier != "blocklayer":
                 judged = rj.rejudge(race, max_rounds)
                 names = [n for n in (*TWINS, *SLOWER) if n in by_backing]
-                for i, x in enumerate(names):
-                    for y in names[i + 1 :]:
-                        a, b = by_backing[x], by_backing[y]
-                        aa.append(
-                            Twins(
-                                db.name,
-                                race.tier,
-                                race.workload,
-                                x,
-                                y,
-                                rj.twin_verdict(judged, a, b) != 0,
-                                rj.named_over_twin(judged.decision, a, b),
-                            )
-                        )
+                aa += _replayed_twins(rj, db, race, judged, names)
                 continue
             if not all(n in by_backing for n in TWINS):
                 continue
@@ -596,18 +588,8 @@ def replayed_per_size(dbs: list[Path], max_rounds: int) -> tuple[list[Race], lis
                         _measured(judged.ranking, base, slow),
                     )
                 )
-                if first:
-                    aa.append(
-                        Twins(
-                            db.name,
-                            race.tier,
-                            race.workload,
-                            TWINS[0],
-                            TWINS[1],
-                            rj.twin_verdict(judged, base, other) != 0,
-                            rj.named_over_twin(judged.decision, base, other),
-                        )
-                    )
+                if first:  # twin-a against twin-b, judged in the first of these races only
+                    aa += _replayed_twins(rj, db, sub, judged, list(TWINS))
                     first = False
     return races, aa
 

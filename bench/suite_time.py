@@ -4,6 +4,7 @@ says it proves.
     ./scripts/test --junitxml=/tmp/suite.xml --fixture-times=/tmp/fixtures.jsonl
     python bench/suite_time.py /tmp/suite.xml --fixtures /tmp/fixtures.jsonl [--top 30]
     python bench/suite_time.py --durations-log ci.log          # a CI log's --durations lines
+    python bench/suite_time.py --durations-log ci.log --write-durations tests/durations.json
     python bench/suite_time.py /tmp/suite.xml --write-durations tests/durations.json
     python bench/suite_time.py --coverage-kept old.json new.json   # `coverage json` of each
 
@@ -16,11 +17,12 @@ to whichever test came first, so --durations alone hides it). Prints:
   - the slowest tests, each with the first sentence of its docstring: what it proves, as its author
     wrote it, which is what a faster test must prove before this one is cut.
 --write-durations refreshes the seconds tests/conftest.py orders the suite by (longest first, an
-xdist group by the sum of its tests), keeping the group entries the file already has, refreshed
-from the same run. --coverage-kept compares the branch coverage of src/ by a test before and after
-it was cut or shrunk (each `coverage json` of a run of only those tests, `./scripts/test --cov`):
-the lines and branches each covers, and those the old one covered that the new ones miss. Prints
-numbers; not a test.
+xdist group by the sum of its tests), keeping the group entries the file already has, refreshed from
+the same run; from a log's slowest-N list, a test it leaves out is cut to the list's shortest figure
+(it took no longer in that run). --coverage-kept compares the branch coverage of src/ by a test
+before and after it was cut or shrunk (each `coverage json` of a run of only those tests,
+`./scripts/test --cov`): the lines and branches each covers, and those the old one covered that the
+new ones miss. Prints numbers; not a test.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # "12.34s call     tests/test_x.py::test_y[a]" as pytest's --durations prints it
 DURATION_LINE = re.compile(r"^\s*([0-9.]+)s\s+(setup|call|teardown)\s+(\S+::\S.*?)\s*$")
+# the "@group" pytest-xdist's loadgroup appends to a grouped test's id in what it reports; the ids
+# tests/conftest.py orders by are the collected ones, without it
+XDIST_GROUP = re.compile(r"@[^@\[\]/:]+$")
 
 
 def nodeid_of(classname: str, name: str) -> str:
@@ -68,8 +73,19 @@ def from_durations_log(path: Path) -> dict[str, float]:
     for line in path.read_text(errors="replace").splitlines():
         m = DURATION_LINE.match(line)
         if m:
-            seconds[m.group(3)] += float(m.group(1))
+            seconds[XDIST_GROUP.sub("", m.group(3))] += float(m.group(1))
     return dict(seconds)
+
+
+def shortest_listed(path: Path) -> float | None:
+    """The shortest figure among a log's --durations lines: pytest lists the slowest N, so a test
+    the list leaves out took at most that long in the run."""
+    figures = [
+        float(m.group(1))
+        for line in path.read_text(errors="replace").splitlines()
+        if (m := DURATION_LINE.match(line))
+    ]
+    return min(figures) if figures else None
 
 
 def fixture_rows(path: Path) -> list[tuple[str, str, str, int, float, float]]:
@@ -125,17 +141,23 @@ def report(seconds: dict[str, float], fixtures: Path | None, top: int) -> None:
             print(f"          {proves}")
 
 
-def write_durations(seconds: dict[str, float], path: Path, at_least: float) -> None:
+def write_durations(
+    seconds: dict[str, float], path: Path, at_least: float, unlisted_at_most: float | None = None
+) -> None:
     """tests/durations.json refreshed from one run: every test it ran of at least `at_least`
     seconds, the others as they were, and the group entries the file already holds (a group's name,
     a whole module's) as the sum of their tests in this run, so a group of many short tests is still
-    placed by its whole time."""
+    placed by its whole time. `unlisted_at_most` (a log's slowest-N list): the run took at most that
+    long for every test the list leaves out, so an older, longer figure of one is cut to it (a stale
+    figure of 235 s placed a test that now takes 37 s among the first)."""
     sys.path.insert(0, str(ROOT))
     from tests.conftest import SERIAL_GROUPS
 
     old = json.loads(path.read_text()) if path.exists() else {}
     # the tests this run did not run keep their seconds (a run of a few files updates those)
     new = {k: v for k, v in old.items() if k not in seconds}
+    if unlisted_at_most is not None:
+        new = {k: (min(v, round(unlisted_at_most, 1)) if "::" in k else v) for k, v in new.items()}
     new.update({node: round(s, 1) for node, s in seconds.items() if s >= at_least})
     for key in old:
         if "::" in key:
@@ -205,7 +227,8 @@ def main() -> None:
         sys.exit("suite_time: no test times found in the file given; see --help")
     report(seconds, args.fixtures, args.top)
     if args.write_durations:
-        write_durations(seconds, args.write_durations, args.at_least)
+        bound = shortest_listed(args.durations_log) if args.junit is None else None
+        write_durations(seconds, args.write_durations, args.at_least, bound)
 
 
 if __name__ == "__main__":

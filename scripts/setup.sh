@@ -270,10 +270,32 @@ fi
 take_lock 9 "$lock_dir/iomatrix-setup-venv-$(printf '%s' "$here" | sha256sum | cut -c1-16).lock" "$here/.venv"
 py="$(command -v python3)"
 if ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then py=/usr/bin/python3; fi
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+# The venv is made whole or not at all (issue 69): `python -m venv` (and the ensurepip it runs) builds it in
+# .venv.new beside it, which is then renamed into place. A run killed in that step used to leave a .venv with a
+# python and no pip, which every later run took for a venv and then failed on at `python -m pip`. The venv's
+# scripts name the directory they were made in (pip's #! line, activate's VIRTUAL_ENV): the staging path in them
+# is rewritten to .venv's before the rename (and its prompt is .venv's). A .venv left so by an older setup.sh (its
+# python cannot import pip) is made again the same way. What a killed run staged is removed by the next (under the
+# venv lock: no other run is staging). pip's own install into .venv below is the stamp's to guard: a run killed
+# there leaves no stamp, so the next one installs again.
+rm -rf .venv.new .venv.old
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+        || ! .venv/bin/python -c 'import pip' 2>/dev/null; then
     echo "setup: creating .venv with $py"
-    rm -rf .venv
-    "$py" -m venv .venv
+    "$py" -m venv "$here/.venv.new" --prompt .venv
+    .venv.new/bin/python - "$here/.venv.new" "$here/.venv" <<'EOF'
+import sys
+from pathlib import Path
+
+staged, final = (a.encode() for a in sys.argv[1:])
+root = Path(sys.argv[1])
+for f in [*(root / "bin").iterdir(), root / "pyvenv.cfg"]:
+    if f.is_file() and not f.is_symlink() and staged in (text := f.read_bytes()):
+        f.write_bytes(text.replace(staged, final))
+EOF
+    if [ -e .venv ] || [ -L .venv ]; then mv -T .venv .venv.old; fi
+    mv -T .venv.new .venv
+    rm -rf .venv.old
 fi
 # The stamp holds the extras installed (one per line): a --minimal venv gets the test tools when asked later. The
 # project stamp holds the sha256 of what pip installs from pyproject.toml (its [project] and [build-system] tables:

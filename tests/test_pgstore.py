@@ -655,3 +655,76 @@ def test_the_fleet_demos_hosts_published_answer_as_their_merged_file(
         )
         assert pg_cluster.same_answers(on_store.stdout, on_file.stdout) is None, argv
         assert all(f"fleet-host-{n}" in on_file.stdout for n in (1, 2, 3)), argv
+
+
+@needs_postgres
+def test_a_service_file_entry_and_pghost_pgport_open_the_store_and_their_errors_name_them(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`service=NAME` (a pg_service.conf entry) and PGHOST/PGPORT: libpq reads them, iomatrix opens
+    the store they lead to as the full URL's; an error names the service file (or the variables)
+    in one line, and a password the file holds is never printed."""
+    host = tmp_path / "host.sqlite"
+    s = Store(host)
+    make_sweep(s, "host-a", "quick")
+    s.close()
+    assert run_cli("publish", str(host), store_url).returncode == 0
+    direct = run_cli("results", "--db", store_url, "--format", "json")
+    assert direct.returncode == 0, direct.stderr
+    user_host, database = store_url.removeprefix("postgresql://").split("/", 1)
+    user, address = user_host.split("@")
+    ip, port = address.split(":")
+    secret = "pw-in-the-service-file-7f3a"
+    services = tmp_path / "pg_service.conf"
+    services.write_text(
+        f"[lab]\nhost={ip}\nport={port}\ndbname={database}\nuser={user}\npassword={secret}\n"
+        f"[down]\nhost={ip}\nport={pg_cluster.free_port()}\ndbname={database}\nuser={user}\n"
+        f"password={secret}\n"
+    )
+    monkeypatch.setenv("PGSERVICEFILE", str(services))
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.pg_service.conf or ~/.pgpass of the host's
+    for url in ("postgresql://?service=lab", f"postgresql:///{database}?service=lab"):
+        via = run_cli("results", "--db", url, "--format", "json")
+        assert via.returncode == 0, via.stderr
+        assert json.loads(via.stdout) == json.loads(direct.stdout), url
+    with monkeypatch.context() as env:
+        env.setenv("PGHOST", ip)
+        env.setenv("PGPORT", port)
+        via = run_cli("results", "--db", f"postgresql://{user}@/{database}", "--format", "json")
+        assert via.returncode == 0, via.stderr
+        assert json.loads(via.stdout) == json.loads(direct.stdout)
+        env.setenv("PGPORT", str(pg_cluster.free_port()))
+        one_line_refusal(
+            ("results", "--db", f"postgresql://{user}@/{database}"),
+            "cannot reach the PostgreSQL store",
+            f"PGHOST={ip}; PGPORT=",
+        )
+    # a service no file defines: both files libpq looks in, named with the fix
+    one_line_refusal(
+        ("results", "--db", "postgresql://?service=nosuch"),
+        'the PostgreSQL service "nosuch"',
+        str(services),
+        "pg_service.conf",
+        "add a [nosuch] section",
+    )
+    # a server that does not answer, reached through the service file: the file is named
+    one_line_refusal(
+        ("publish", str(host), "postgresql://?service=down"),
+        "cannot reach the PostgreSQL store",
+        f'service "down" from {services}',
+    )
+    # a file libpq cannot read (a line that is no key=value): the file, by libpq's own words
+    services.write_text(services.read_text().replace(f"user={user}\n", "user\n", 1))
+    one_line_refusal(
+        ("results", "--db", "postgresql://?service=lab"),
+        "the PostgreSQL service file",
+        f'"{services}", line 5',
+    )
+    # no output ever held the file's password
+    for argv in (
+        ("results", "--db", "postgresql://?service=lab"),
+        ("publish", str(host), "postgresql://?service=down"),
+        ("results", "--db", f"postgresql://?service=lab&password={secret}"),
+    ):
+        out = run_cli(*argv)
+        assert out.returncode == 2 and secret not in out.stdout + out.stderr, out.stderr

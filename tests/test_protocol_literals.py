@@ -30,7 +30,6 @@ OTHER_MEANINGS = {
     ("fio/host_build.py", "nbd"): "fio's nbd ioengine, among the engines a built fio must have",
     ("tiers/blocklayer.py", "nbd"): "fio --enghelp's line naming its nbd ioengine",
     ("tiers/durability.py", "nbd"): "the name of the scratch directory of the block layer's socket",
-    ("protocols/place.py", "rbd"): "the pool `rbd pool init` makes by default: a placeholder's",
 }
 
 

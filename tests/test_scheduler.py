@@ -1280,3 +1280,38 @@ def test_a_roles_open_tradeoff_runs_on_every_job_though_each_figure_is_settled()
     # waits until the role's pairs are done; without the role it is a deciding pair from the start.
     assert min(with_role["data-c"]) > max(pair), with_role
     assert min(without["data-c"]) == 5, without
+
+
+def test_the_runners_batches_keep_the_rounds_order_so_a_groups_runs_stay_together() -> None:
+    """The runner takes its runs from next_batches(), not order(): for units that do not batch (bare
+    metal, the block layer: each its own cell), the runs must come in order()'s order, so a group's
+    cells run one after another. Until 2026-11-28 next_batches() shuffled the cells again and a
+    group's runs sat anywhere in the round (bench/power_curve.py's sweeps). A guest cell's units
+    stay one batch, where its first unit falls in the round's order."""
+    groups = {"log": ["a", "b", "c"], "data": ["a", "b", "c"], "files": ["a", "b"]}
+    states = [UnitState(f"{g}-{c}", group=g) for g, cells in groups.items() for c in cells]
+    s = make([], states=states, min_runs=6, max_runs=6)
+    own = {u.key: u.key for u in states}
+    for _ in range(6):
+        batches = s.next_batches(own, {})
+        assert batches and all(len(b) == 1 for b in batches)
+        slots = [sl for b in batches for sl in b]
+        assert [sl.key for sl in slots] == s.order(slots[0].round, [sl.key for sl in slots])
+        assert [sl.position for sl in slots] == list(range(len(slots)))
+        seen = [sl.key.split("-")[0] for sl in slots]
+        runs = [g for i, g in enumerate(seen) if i == 0 or seen[i - 1] != g]
+        assert sorted(runs) == sorted(groups), f"a group split: {[sl.key for sl in slots]}"
+        for sl in slots:
+            s.record(sl, True, 100.0)
+    # With a batching cell (two units of one guest cell), the rest keep the round's order.
+    cell_of = {**own, "log-a": "guest", "data-a": "guest"}
+    s2 = make([], states=[UnitState(u.key, group=u.group) for u in states])
+    batches = s2.next_batches(cell_of, {"guest": 8})
+    first = batches[0][0].round
+    order = s2.order(first, [sl.key for b in batches for sl in b])
+    guest = next(b for b in batches if len(b) == 2)
+    assert {sl.key for sl in guest} == {"log-a", "data-a"}
+    rest = [sl.key for b in batches for sl in b if cell_of[sl.key] == sl.key]
+    assert rest == [k for k in order if cell_of[k] == k]
+    cells_in_order = list(dict.fromkeys(cell_of[k] for k in order))
+    assert [cell_of[b[0].key] for b in batches] == cells_in_order

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix.protocols.place import NetworkPlace
+from iomatrix.protocols.rbd import pool_of
 from iomatrix.snippets import DiskConfig, Snippet, snippets_for
 from tests.conftest import needs
 
@@ -97,7 +98,7 @@ def test_each_pool_points_at_the_storage_the_disk_is_on() -> None:
     assert source.find("device").get("path") == PLACE.iqn  # type: ignore[union-attr]
     assert source.find("host").get("port") == str(PLACE.port)  # type: ignore[union-attr]
     rbd = ET.fromstring(_pool("rbd").text or "")
-    assert rbd.findtext("source/name") == PLACE.pool
+    assert rbd.findtext("source/name") == pool_of(PLACE)
     nfs = ET.fromstring(_pool("nfs").text or "")
     assert nfs.find("source/dir").get("path") == PLACE.export  # type: ignore[union-attr]
     assert nfs.find("source/protocol").get("ver") == "3"  # type: ignore[union-attr]

@@ -14,6 +14,7 @@ import pytest
 
 from iomatrix.backing.iscsi import free_control_port, tgtd_socket_files
 from iomatrix.protocols.place import NetworkPlace
+from iomatrix.protocols.rbd import pool_of
 from iomatrix.snippets import DiskConfig, minimal_domain_xml, snippet_backing, snippets_for
 from iomatrix.vmconfig.network import parse_storage_cfg
 from tests.conftest import needs
@@ -328,7 +329,7 @@ PROXMOX_PROPERTIES = {
             "rbd",
             {},
             "rbd",
-            {"pool": PLACE.pool, "monhost": "192.0.2.10", "krbd": "0", "content": "images"},
+            {"pool": pool_of(PLACE), "monhost": "192.0.2.10", "krbd": "0", "content": "images"},
         ),
         ("rbd", {"rbd_client": "krbd"}, "rbd", {"krbd": "1"}),
     ],

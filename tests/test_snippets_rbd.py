@@ -15,7 +15,7 @@ from iomatrix.backing.provision import provision
 from iomatrix.backing.rbd import LabRbdServer, RbdBacking
 from iomatrix.domain import axes
 from iomatrix.protocols.place import NetworkPlace
-from iomatrix.protocols.rbd import rbd_order
+from iomatrix.protocols.rbd import pool_of, rbd_device, rbd_name, rbd_order
 from iomatrix.snippets import DiskConfig, minimal_domain_xml, snippet_backing, snippets_for
 from iomatrix.vmconfig.read_rbd import WRITETHROUGH_UNTIL_FLUSH
 from tests.conftest import needs
@@ -30,6 +30,7 @@ CELL = {
     "modifier": "none",
 }
 PLACE = NetworkPlace()
+POOL = pool_of(PLACE)  # the placeholder's pool (Ceph's default pool: it names none)
 
 
 def _snippets(**more: str) -> dict[str, tuple[str | None, str]]:
@@ -66,14 +67,14 @@ def test_krbd_disks_are_valid_libvirt_xml(tmp_path: Path) -> None:
         _snippets(rbd_client="krbd", aio=aio, cache="none")["libvirt"][0] or ""
         for aio in ("threads", "native")
     ]
-    assert all(f'<source dev="{PLACE.rbd_device()}" />' in d and 'type="block"' in d for d in disks)
+    assert all(f'<source dev="{rbd_device(PLACE)}" />' in d and 'type="block"' in d for d in disks)
     _validate(disks, tmp_path)
 
 
 def test_libvirt_names_the_image_its_monitor_and_its_cephx_user() -> None:
     text, note = _snippets()["libvirt"]
     assert text is not None and '<disk type="network" device="disk">' in text
-    assert f'<source protocol="rbd" name="{PLACE.pool}/{PLACE.image}">' in text
+    assert f'<source protocol="rbd" name="{rbd_name(PLACE)}">' in text
     assert f'<host name="{PLACE.host}" port="6789" />' in text
     assert f'<auth username="{PLACE.ceph_user}">' in text
     assert f'<secret type="ceph" uuid="{PLACE.secret_uuid}" />' in text
@@ -84,7 +85,7 @@ def test_libvirt_names_the_image_its_monitor_and_its_cephx_user() -> None:
 def test_qemu_blockdev_opens_the_image_with_the_rbd_driver() -> None:
     text = (_snippets(format="qcow2")["qemu"][0] or "").replace("\\\n", "")
     assert (
-        f"file.driver=rbd,file.pool={PLACE.pool},file.image={PLACE.image},file.conf="
+        f"file.driver=rbd,file.pool={POOL},file.image={PLACE.image},file.conf="
         f"{PLACE.ceph_conf},"
         f"file.user={PLACE.ceph_user}"
     ) in text
@@ -109,7 +110,7 @@ def test_proxmox_rbd_storage_and_disk_line() -> None:
     text, note = _snippets()["proxmox"]
     assert text is not None
     assert (
-        f"rbd: ceph-vm\n\tpool {PLACE.pool}\n\tmonhost {PLACE.host}\n\tusername {PLACE.ceph_user}\n"
+        f"rbd: ceph-vm\n\tpool {POOL}\n\tmonhost {PLACE.host}\n\tusername {PLACE.ceph_user}\n"
         "\tcontent images\n\tkrbd 0\n"
     ) in text
     assert (
@@ -196,7 +197,7 @@ def test_rbd_create_sets_the_object_size() -> None:
     text, note = _snippets()["rbd"]
     assert (
         text == f"rbd create --id {PLACE.ceph_user} --size 32G --object-size 4M "
-        f"{PLACE.pool}/{PLACE.image}"
+        f"{POOL}/{PLACE.image}"
     )
     assert "fixed when it is created" in note
     img = _snippets()["qemu-img"]
@@ -208,7 +209,7 @@ def test_a_qcow2_image_on_rbd_is_created_by_qemu_img_with_the_object_size() -> N
     assert rbd is None and "rbd_default_order" in note
     img = _snippets(format="qcow2")["qemu-img"][0] or ""
     assert (
-        f"rbd:{PLACE.pool}/{PLACE.image}:id={PLACE.ceph_user}:conf={PLACE.ceph_conf}"
+        f"rbd:{POOL}/{PLACE.image}:id={PLACE.ceph_user}:conf={PLACE.ceph_conf}"
         ":rbd_default_order=22" in img.replace("\\\n", "")
     )
 
@@ -266,7 +267,7 @@ def test_nova_puts_the_instance_disk_on_ceph() -> None:
     text, note = _snippets(bus="virtio-scsi")["nova"]
     assert text is not None and text.startswith("[libvirt]\ndisk_cachemodes = network=writeback\n")
     assert (
-        f"images_type = rbd\nimages_rbd_pool = {PLACE.pool}\nimages_rbd_ceph_conf = "
+        f"images_type = rbd\nimages_rbd_pool = {POOL}\nimages_rbd_ceph_conf = "
         f"{PLACE.ceph_conf}\n"
         f"rbd_user = {PLACE.ceph_user}\nrbd_secret_uuid = {PLACE.secret_uuid}"
     ) in text
@@ -302,8 +303,8 @@ def _on_lab(text: str, conf: Path, pool: str) -> str:
     return (
         text.replace("\\\n", "")
         .replace(PLACE.ceph_conf, str(conf))
-        .replace(f"{PLACE.pool}/", f"{pool}/")
-        .replace(f"file.pool={PLACE.pool},", f"file.pool={pool},")
+        .replace(f"{POOL}/", f"{pool}/")
+        .replace(f"file.pool={POOL},", f"file.pool={pool},")
     )
 
 
@@ -418,8 +419,8 @@ def test_rbd_config_image_set_writes_the_cells_cache_settings_for_the_one_image(
         rbd_cache_policy="writeback", rbd_cache_writethrough_until_flush="off"
     ).splitlines()
     assert lines == [
-        f"rbd config image set --id {PLACE.ceph_user} {PLACE.rbd_name} rbd_cache_policy writeback",
-        f"rbd config image set --id {PLACE.ceph_user} {PLACE.rbd_name} "
+        f"rbd config image set --id {PLACE.ceph_user} {rbd_name(PLACE)} rbd_cache_policy writeback",
+        f"rbd config image set --id {PLACE.ceph_user} {rbd_name(PLACE)} "
         "rbd_cache_writethrough_until_flush false",
     ]
     # rbd_cache is QEMU's to set from its cache mode: never written per image

@@ -6,7 +6,8 @@ The estimate is one figure, the sweep's wall clock set-up included:
     wall = min(time budget, set-up + minimum + share × (most − minimum))
 
 * set-up: what a sweep does before its first run, per backing it uses: a lab-started server
-  (``LAB_SETUP_S``, Ceph's monitor and OSD the longest) or a local backing's preparation;
+  (its protocol's ``lab_setup_s``: Ceph's monitor and OSD 16 s, tgtd and nfs-ganesha 1 s) or a
+  local backing's preparation (``LOCAL_SETUP_S``);
 * minimum: every unit's minimum runs, ``matrix.estimate_seconds``' first figure (the tiers' own
   per-run costs, a guest tier's boots shared by a cell's runs);
 * most: every unit to ``max`` runs, and a tier's ``precision_max`` beyond it, not capped;
@@ -28,22 +29,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from iomatrix.matrix import estimate_seconds
+from iomatrix.protocol_registry import network_protocol
 
 if TYPE_CHECKING:
     from iomatrix.matrix import Expansion
     from iomatrix.plan.model import Plan
 
-# Seconds from a sweep's start to its first run per lab-started server: Ceph's monitor, manager and
-# OSD on a file (ceph_startup_s 12.2 s, 13.0 s from the sweep's start to its first run, in
-# tests/data/answers/ceph-flush-trap.sqlite; 19.5 s in ceph-custom-jobs.sqlite), tgtd (0.9 s in
-# iscsi-lun-cache-jobs.sqlite), tgtd and nfs-ganesha together 0.5 s (a sweep of both, issue 70's
-# calibration, docs/benchmarks-history.md).
-# Any other backing: a directory, a loop device's mkfs and mount (0.1–2.7 s in tests/data's
-# captured sweeps).
+# Seconds from a sweep's start to its first run per backing that is not a lab-started server (each
+# protocol gives its own server's: NetworkProtocol.lab_setup_s): a directory, a loop device's mkfs
+# and mount (0.1–2.7 s in tests/data's captured sweeps), an existing server's check.
 LOCAL_SETUP_S = 1.0
-# A lab-started server of any protocol: the longest measured (Ceph's), so no generic code names a
-# protocol (tests/test_protocol_branches.py); tgtd and nfs-ganesha take about 1 s of it.
-LAB_SETUP_S = 16.0
 # The share of the runs between every unit's minimum and its most that an adaptive sweep makes:
 # racing stops most cells at or near their minimum and runs the close ones on. Fitted to the sweeps
 # recorded on a quiet host (tests/test_estimate.py): 0.21 of the way for shared-storage (8.0 min,
@@ -107,8 +102,11 @@ def setup_s(plan: Plan, expansion: Expansion) -> float:
     for label, spec in plan.backing_by_label().items():
         if label not in used:
             continue
-        lab = spec.kind == "network" and bool(getattr(spec, "lab_started", False))
-        total += LAB_SETUP_S if lab else LOCAL_SETUP_S
+        network = network_protocol(getattr(spec, "protocol", None))  # None: a local backing
+        if network is not None and getattr(spec, "lab_started", False):
+            total += network.lab_setup_s
+        else:
+            total += LOCAL_SETUP_S
     return total
 
 

@@ -81,8 +81,9 @@ their retries find the quiet moments between.)
 
 Batches: a tier that shares a start-up among runs (the guest tier boots once for several runs of one
 cell) gets a round as batches (:meth:`Scheduler.next_batches`): the units of one cell form one batch
-(split at the tier's limit), the order of the cells is random per round (drawn like the unit order),
-the order of the units inside a cell too, and positions in the round count on across the batches.
+(split at the tier's limit), the cells in the round's order (a cell where its first unit falls in
+:meth:`Scheduler.order`), the units inside a cell in that order too, and positions in the round
+count on across the batches.
 The randomisation is then at the cell level: the runs of one cell are adjacent in time, which is the
 price of the shared boot; the runs' positions record it. With ``rounds_per_batch`` > 1 (in-boot
 repetition) a batch holds the following rounds of its cell too. (The runner retries the disturbed
@@ -649,38 +650,42 @@ class Scheduler(BudgetKeeping):
     def batches(
         self, slots: Sequence[Slot], cell_of: Mapping[str, str], max_batch: Mapping[str, int]
     ) -> list[list[Slot]]:
-        """`slots` (of one round, or of consecutive rounds) regrouped into batches: the units of one
-        cell together (at most `max_batch[cell]` a batch), cells in a random order (drawn for the
-        first round), inside a cell the rounds in turn and each round's units in a random order;
-        each slot keeps its round and is renumbered within it in the new order. The permutations
-        come from the sweep's seed and the round numbers only, so they are reproducible, and a
-        resumed round keeps its order."""
+        """`slots` (of one round, or of consecutive rounds, in :meth:`order`'s order) regrouped into
+        batches: the units of one cell together (at most `max_batch[cell]` a batch), the cells in
+        the order their first slot comes in `slots`, inside a cell the rounds in turn and each
+        round's units in `slots`' order; each slot keeps its round and is renumbered within it in
+        the new order. A unit that does not batch (``cell_of[k] == k``) is a cell of its own, so a
+        round without batching tiers runs exactly in :meth:`order`'s order. Reproducible, and a
+        resumed round keeps its order, because :meth:`order` is.
+
+        Why the order is :meth:`order`'s and not a draw of its own: a paired comparison subtracts
+        two runs of one round, and :meth:`order` puts a group's runs (and its deciding pairs) next
+        to each other so that the host's drift between them is small. Until 2026-11-28 this method
+        shuffled the cells again, which for units that do not batch (bare metal, the block layer)
+        undid that: a group's runs sat anywhere in the round (bench/power_curve.py's sweeps of
+        2026-11-28, before the change)."""
         if not slots:
             return []
         rounds = sorted({s.round for s in slots})
-        rng = random.Random(f"{self.seed}:{rounds[0]}:cells")
-        cells = sorted({cell_of[k] for k in self.units})
-        rng.shuffle(cells)
-        wanted: dict[tuple[str, int], set[str]] = {}
+        cells: list[str] = []
+        wanted: dict[str, list[Slot]] = {}
         for slot in slots:
-            wanted.setdefault((cell_of[slot.key], slot.round), set()).add(slot.key)
+            cell = cell_of[slot.key]
+            if cell not in wanted:
+                cells.append(cell)
+                wanted[cell] = []
+            wanted[cell].append(slot)
         position = {r: min(s.position for s in slots if s.round == r) for r in rounds}
         out: list[list[Slot]] = []
         for cell in cells:
-            members = sorted(k for k in self.units if cell_of[k] == cell)
-            ordered: list[tuple[str, int]] = []
-            for r in rounds:
-                if (cell, r) not in wanted:
-                    continue
-                mine = list(members)
-                random.Random(f"{self.seed}:{r}:{cell}").shuffle(mine)
-                ordered += [(k, r) for k in mine if k in wanted[(cell, r)]]
+            # rounds in turn; inside a round, the order `slots` gives (sorted() is stable)
+            ordered = sorted(wanted[cell], key=lambda sl: sl.round)
             size = max(1, max_batch.get(cell, 1))
             for i in range(0, len(ordered), size):
                 batch = []
-                for k, r in ordered[i : i + size]:
-                    batch.append(Slot(k, r, position[r]))
-                    position[r] += 1
+                for sl in ordered[i : i + size]:
+                    batch.append(Slot(sl.key, sl.round, position[sl.round], sl.retry))
+                    position[sl.round] += 1
                 out.append(batch)
         return out
 

@@ -135,6 +135,10 @@ class NetworkProtocol(ABC):
     # Seconds one durability trial takes on it where that differs from the tier's own (a Ceph trial
     # makes and fences more: docs/benchmarks-history.md, "Issue 35: a Ceph client crash").
     durability_trial_s: ClassVar[float | None] = None
+    # Seconds from a sweep's start to its first run that starting its lab server takes (the sweep's
+    # estimate counts it once per lab-started backing: estimate.py). An installed protocol that
+    # gives none is counted as the slowest built-in server (Ceph's), so its estimate errs long.
+    lab_setup_s: ClassVar[float] = 16.0
 
     # ----------------------------------------------------------------------- the lab and the tiers
     # Its lab half by "module:function", imported on use (a lab module imports what imports this

@@ -31,6 +31,9 @@ class Nbd(NetworkProtocol):
     server_noun = "NBD server"
     is_volume = False  # a lab disk is an image file on the server; an existing export is raw only
     spec = "iomatrix.backing.nbd:NbdBacking"
+    # nbdkit serving a file: no recorded sweep times it; one process started as tgtd is, so
+    # tgtd's second (estimate.py counts it once per lab server)
+    lab_setup_s = 1.0
     lab_disks_in_workdir = True
     # nbdkit serves the lab's exports; QEMU's nbd driver is built in (no qemu-block-extra)
     packages: ClassVar[tuple[str, ...]] = ("nbdkit",)

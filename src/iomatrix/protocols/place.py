@@ -29,7 +29,8 @@ class NetworkPlace:
     lun_file: str = (
         "/srv/iscsi/vm-disk.img"  # the LUN's backing file on the target host (targets.conf)
     )
-    pool: str = "rbd"  # the Ceph pool the RBD image is in (`rbd pool init`'s default name)
+    # the Ceph pool the RBD image is in; None: the RBD protocol's default (protocols/rbd.py pool_of)
+    pool: str | None = None
     ceph_user: str = (
         "libvirt"  # the cephx user QEMU connects as (client.libvirt, Ceph's libvirt guide)
     )
@@ -49,16 +50,6 @@ class NetworkPlace:
 
     def mounted_file(self, fmt: str) -> str:
         return f"{self.mount}/{self.image}.{fmt}"
-
-    @property
-    def rbd_name(self) -> str:
-        """The image as libvirt and the rbd tool name it: POOL/IMAGE."""
-        return f"{self.pool}/{self.image}"
-
-    def rbd_device(self) -> str:
-        """The image's stable device name once the host kernel has mapped it (udev's
-        /dev/rbd/POOL/IMAGE link)."""
-        return f"/dev/rbd/{self.rbd_name}"
 
     def by_path(self) -> str:
         """The LUN's stable device name once the kernel initiator has logged in (udev's by-path

@@ -297,6 +297,27 @@ NAME = RBD
 PROXMOX_STORAGE_ID = "ceph-vm"
 # RBDPlugin: an rbd storage without 'pool' uses the pool named rbd.
 PROXMOX_DEFAULT_POOL = "rbd"
+# The pool of a placeholder disk (a NetworkPlace that names none): the one `rbd pool init` makes by
+# default.
+DEFAULT_POOL = "rbd"
+
+
+def pool_of(place: NetworkPlace) -> str:
+    """The Ceph pool `place`'s image is in: its own, or the placeholder default."""
+    return place.pool or DEFAULT_POOL
+
+
+def rbd_name(place: NetworkPlace) -> str:
+    """The image as libvirt and the rbd tool name it: POOL/IMAGE."""
+    return f"{pool_of(place)}/{place.image}"
+
+
+def rbd_device(place: NetworkPlace) -> str:
+    """The image's stable device name once the host kernel has mapped it (udev's
+    /dev/rbd/POOL/IMAGE link)."""
+    return f"/dev/rbd/{rbd_name(place)}"
+
+
 # The rbd(8) tool, whose `rbd create` snippet makes the image with its object size.
 RBD_TOOL = "rbd"
 
@@ -330,6 +351,10 @@ class Rbd(NetworkProtocol):
     server_noun = "Ceph cluster"
     is_volume = True
     spec = "iomatrix.backing.rbd:RbdBacking"
+    # Ceph's monitor, manager and OSD on a file: ceph_startup_s 12.2 s, 13.0 s from the sweep's
+    # start to its first run in tests/data/answers/ceph-flush-trap.sqlite, 19.5 s in
+    # ceph-custom-jobs.sqlite (estimate.py counts it once per lab cluster)
+    lab_setup_s = 16.0
     extra_snippets: ClassVar[tuple[str, ...]] = (
         "iomatrix.vmconfig.read_rbd:ceph_conf_snippet",
         "iomatrix.vmconfig.read_rbd:rbd_create_snippet",
@@ -432,16 +457,16 @@ class Rbd(NetworkProtocol):
 
     def url(self, place: NetworkPlace, fmt: str) -> str:
         # QEMU's rbd: pseudo-URL (block/rbd.c qemu_rbd_parse_filename): Ceph options after ':'
-        return f"rbd:{place.rbd_name}:id={place.ceph_user}:conf={place.ceph_conf}"
+        return f"rbd:{rbd_name(place)}:id={place.ceph_user}:conf={place.ceph_conf}"
 
     def libvirt_source(
         self, values: Mapping[str, str], fmt: str, place: NetworkPlace
     ) -> LibvirtSource:
         if self.client_is_kernel(values):
-            return "block", {"dev": place.rbd_device()}, None
+            return "block", {"dev": rbd_device(place)}, None
         return (
             "network",
-            {"protocol": self.name, "name": place.rbd_name},
+            {"protocol": self.name, "name": rbd_name(place)},
             {"name": place.host, "port": str(CEPH_MON_PORT)},
         )
 
@@ -454,10 +479,10 @@ class Rbd(NetworkProtocol):
     ) -> list[tuple[str, str]]:
         # QEMU 7.2's BlockdevOptionsRbd (qapi/block-core.json): the monitors come from conf
         if self.client_is_kernel(values):
-            return [("driver", "host_device"), ("filename", place.rbd_device())]
+            return [("driver", "host_device"), ("filename", rbd_device(place))]
         return [
             ("driver", self.name),
-            ("pool", place.pool),
+            ("pool", pool_of(place)),
             ("image", place.image),
             ("conf", place.ceph_conf),
             ("user", place.ceph_user),
@@ -467,7 +492,7 @@ class Rbd(NetworkProtocol):
         # nova.conf [libvirt]: the rbd image backend, its pool, conf, user and libvirt secret
         return [
             ("images_type", "rbd"),  # Nova's name for its rbd image backend
-            ("images_rbd_pool", place.pool),
+            ("images_rbd_pool", pool_of(place)),
             ("images_rbd_ceph_conf", place.ceph_conf),
             ("rbd_user", place.ceph_user),
             ("rbd_secret_uuid", place.secret_uuid),
@@ -476,7 +501,7 @@ class Rbd(NetworkProtocol):
     def kernel_client_steps(self, place: NetworkPlace) -> str:
         return (
             f"map the image on the host first (ceph-common, the kernel's rbd module): rbd map "
-            f"{place.rbd_name} --id {place.ceph_user} (udev links {place.rbd_device()}; list it in "
+            f"{rbd_name(place)} --id {place.ceph_user} (udev links {rbd_device(place)}; list it in "
             "/etc/ceph/rbdmap to map it at boot); librbd's [client] cache settings do not apply to "
             "a mapped "
             "image: the host's page cache and QEMU's cache mode do"
@@ -484,7 +509,7 @@ class Rbd(NetworkProtocol):
 
     def placeholder_where(self, place: NetworkPlace) -> str:
         return (
-            f"monitor {place.host}, image {place.rbd_name}, user {place.ceph_user}, secret "
+            f"monitor {place.host}, image {rbd_name(place)}, user {place.ceph_user}, secret "
             f"{place.secret_uuid}"
         )
 
@@ -523,14 +548,14 @@ class Rbd(NetworkProtocol):
         usage = f"client.{place.ceph_user} secret"
         xml = (
             f'<pool type="rbd">\n  <name>{PROXMOX_STORAGE_ID}</name>\n  <source>\n'
-            f"    <name>{place.pool}</name>\n"
+            f"    <name>{pool_of(place)}</name>\n"
             f'    <host name="{place.host}" port="{CEPH_MON_PORT}" />\n'
             f'    <auth type="ceph" username="{place.ceph_user}">\n'
             f'      <secret usage="{usage}" />\n    </auth>\n  </source>\n</pool>'
         )
         return xml, (
             f"virsh pool-define FILE; virsh pool-start {PROXMOX_STORAGE_ID}: pool "
-            f"{place.pool}'s images "
+            f"{pool_of(place)}'s images "
             "as volumes, opened by QEMU's librbd as measured; <auth> names the libvirt "
             "secret holding "
             f"client.{place.ceph_user}'s cephx key by its usage name ('{usage}': the "
@@ -548,13 +573,13 @@ class Rbd(NetworkProtocol):
             self.name,
             sid,
             (
-                f"rbd: {sid}\n\tpool {place.pool}\n\tmonhost {place.host}\n\tusername "
+                f"rbd: {sid}\n\tpool {pool_of(place)}\n\tmonhost {place.host}\n\tusername "
                 f"{place.ceph_user}\n\tcontent images\n\tkrbd {krbd}"
             ),
         )
 
     def proxmox_placeholder(self, place: NetworkPlace) -> str:
-        return f"pool {place.pool}, user {place.ceph_user}"
+        return f"pool {pool_of(place)}, user {place.ceph_user}"
 
     def proxmox_notes(self, values: Mapping[str, str], kind: str, place: NetworkPlace) -> list[str]:
         krbd = self.client_is_kernel(values)

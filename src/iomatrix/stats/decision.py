@@ -572,6 +572,11 @@ def unresolved_statement(
     )
 
 
+def _centre_of(ranking: Ranking) -> str:
+    """The figure `ranking` orders by, as its table heads it (report/recommend/grammar.py)."""
+    return "geo. mean" if ranking.analysis is not None and ranking.analysis.blocked else "mean"
+
+
 def decide(
     ranking: Ranking,
     axes: Mapping[str, Mapping[str, str]],
@@ -675,9 +680,7 @@ def decide(
             pick=pick,
             budget_spent=budget_spent,
             # the figure the ranking orders by, as its table heads it (report/recommend/grammar.py)
-            centre=(
-                "geo. mean" if ranking.analysis is not None and ranking.analysis.blocked else "mean"
-            ),
+            centre=_centre_of(ranking),
         )
         other = keeper if keeper != best else v.unresolved[0]
         return Decision(

@@ -130,27 +130,83 @@ def _is_address(host: str) -> bool:
     return True
 
 
+# The directory of the system's service file when PGSYSCONFDIR is not set: the SYSCONFDIR libpq was
+# built with, /etc/postgresql-common in Debian's libpq5 and in the libpq of psycopg's binary wheels.
+SYSTEM_SERVICE_DIR = "/etc/postgresql-common"
+
+
+def service_files() -> list[str]:
+    """The service files libpq looks a `service=NAME` up in, in its order (fe-connect.c
+    parseServiceInfo): PGSERVICEFILE or ~/.pg_service.conf, then PGSYSCONFDIR's pg_service.conf."""
+    user = os.environ.get("PGSERVICEFILE") or str(Path.home() / ".pg_service.conf")
+    system = os.path.join(os.environ.get("PGSYSCONFDIR") or SYSTEM_SERVICE_DIR, "pg_service.conf")
+    return [user, system]
+
+
+def _named_files() -> str:
+    return ", then ".join(f if os.path.isfile(f) else f"{f} (absent)" for f in service_files())
+
+
+def _left_to_libpq(url: DatabaseURL) -> tuple[str | None, str]:
+    """The service the URL names (or PGSERVICE does), and what of the connection libpq takes from
+    outside the URL, said for an error line (' (…)', or '' when the URL gives it all): the service
+    files a service is read from, PGHOST, PGPORT. libpq reads them itself; this only names them, so
+    that an error of a connection made from them says where to look."""
+    try:
+        params = conninfo_to_dict(url.conninfo)
+    except psycopg.Error:
+        return None, ""
+    service = params.get("service") or os.environ.get("PGSERVICE")
+    # (the files that exist: libpq took the service from the first of them that defines it)
+    read = " or ".join(f for f in service_files() if os.path.isfile(f)) or "no service file"
+    parts = [f'service "{service}" from {read}'] if service else []
+    for key, variable in (("host", "PGHOST"), ("port", "PGPORT")):
+        if not params.get(key) and os.environ.get(variable):
+            parts.append(f"{variable}={os.environ[variable]}")
+    return (str(service) if service else None), (f" ({'; '.join(parts)})" if parts else "")
+
+
 def _connect(url: DatabaseURL) -> psycopg.Connection[Any]:
     _check_names_resolve(url)
     try:
         return psycopg.connect(url.conninfo, connect_timeout=CONNECT_TIMEOUT_S)
     except psycopg.Error as err:
         first = (str(err).strip().splitlines() or ["no answer"])[0]
+        service, outside = _left_to_libpq(url)
+        # a service no file defines, or a service file libpq cannot read: the file is what to fix
+        # (libpq's own words name neither the files it looked in nor the fix)
+        if service is not None and "definition of service" in first:
+            raise UserError(
+                f'the PostgreSQL service "{service}" of {url} is defined in none of the service '
+                f"files libpq reads: {_named_files()}",
+                hint=f"add a [{service}] section of key=value lines (host, port, dbname, user) to "
+                "the first, or set PGSERVICEFILE to the file that defines it",
+            ) from None
+        if "service file" in first:
+            raise UserError(
+                f"the PostgreSQL service file of {url} cannot be read: {redact(first)}",
+                hint="fix the file: [name] sections of key=value lines, libpq's connection "
+                "parameters (host, port, dbname, user; passwords best in ~/.pgpass)",
+            ) from None
         # libpq refusing the URL itself (a parameter, a port, an escape it cannot read) is no
         # server that did not answer: say the URL is what to fix
         if isinstance(err, psycopg.ProgrammingError) or re.search(
-            r"invalid (?:URI|port|percent|connection option|\w+ value)|definition of service",
-            first,
+            r"invalid (?:URI|port|percent|connection option|\w+ value)", first
         ):
             raise UserError(
-                f"the PostgreSQL URL {url} is not one libpq accepts: {redact(first)}",
+                f"the PostgreSQL URL {url}{outside} is not one libpq accepts: {redact(first)}",
                 hint="fix the URL: postgresql://[user@]host[:port]/database[?parameter=value&…] "
-                "with libpq's connection parameters (sslmode, connect_timeout, options, service…)",
+                "with libpq's connection parameters (sslmode, connect_timeout, options, service…)"
+                + (
+                    ", or what it takes from the service file or the environment" if outside else ""
+                ),
             ) from None
         raise UserError(
-            f"cannot reach the PostgreSQL store {url}: {redact(first)}",
-            hint="check that the server runs and the URL (host, port, database, user); credentials "
-            "come from ~/.pgpass, PGPASSFILE or a service file",
+            f"cannot reach the PostgreSQL store {url}{outside}: {redact(first)}",
+            hint="check that the server runs and the URL"
+            + (" and what it takes from outside it" if outside else "")
+            + " (host, port, database, user); credentials come from ~/.pgpass, PGPASSFILE or a "
+            "service file",
         ) from None
 
 

@@ -329,7 +329,9 @@ def rbd_image_config(values: Mapping[str, str], place: NetworkPlace) -> str:
     for axis in RBD_IMAGE_CONFIG_AXES:
         value = ceph_value(values, axis)
         value = value if axis == "rbd_cache_policy" else _ceph_bool(value)
-        lines.append(f"rbd config image set --id {place.ceph_user} {place.rbd_name} {axis} {value}")
+        lines.append(
+            f"rbd config image set --id {place.ceph_user} {rbd.rbd_name(place)} {axis} {value}"
+        )
     return "\n".join(lines)
 
 
@@ -382,7 +384,7 @@ def rbd_create(values: Mapping[str, str], place: NetworkPlace, size_gib: int) ->
     size = ceph_value(values, "rbd_object_size")
     return (
         f"rbd create --id {place.ceph_user} --size {size_gib}G --object-size {size} "
-        f"{place.rbd_name}"
+        f"{rbd.rbd_name(place)}"
     )
 
 
@@ -519,7 +521,7 @@ def nova_rbd_snippet(cfg: DiskConfig, title: str) -> Snippet:
         lines.append(image_property_line(props))
     notes += [
         "images_type = rbd puts every instance disk of the compute node in pool "
-        f"{place.pool} (volumes are "
+        f"{rbd.pool_of(place)} (volumes are "
         "Cinder's RBD driver's); rbd_secret_uuid names the libvirt secret holding the "
         "cephx key, defined on "
         "each compute node as for the libvirt snippet; librbd's cache is the ceph.conf "
