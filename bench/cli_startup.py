@@ -12,7 +12,8 @@ host at load 4-7, `--help` took 0.19-1.08 s of wall time and 0.19-0.25 s of CPU)
 refused command within 0.1 s of CPU of `iomatrix --help` (the CLI library and the command list,
 which every command pays). Where src/iomatrix has no bytecode (an editable install where
 PYTHONDONTWRITEBYTECODE is set and scripts/setup.sh's compileall did not run) each process also
-compiles what it imports: measure both ways (docs/benchmarks-history.md). Prints numbers; not a test."""
+compiles what it imports: measure both ways (docs/benchmarks-history.md). Prints numbers; not a
+test."""
 
 from __future__ import annotations
 

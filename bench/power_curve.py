@@ -492,10 +492,15 @@ def replayed(dbs: list[Path]) -> tuple[list[Race], list[Twins]]:
 
             if race.tier == "blocklayer" and BASE in by_backing:
                 base = by_backing[BASE]
+                # judged as the per-size replays are (_race_verdict): against twin-a, or separated
+                # from the best while either unthrottled twin leads (twin-b leads about half the
+                # time, and "significantly worse than twin-b" decides the A/B race as much)
+                twins = tuple(by_backing[t] for t in TWINS if t in by_backing)
+                pair = (base, twins[-1])
                 for name, slower in SLOWER.items():
                     if name in by_backing:
                         slow = by_backing[name]
-                        v = rj.twin_verdict(judged, base, slow)
+                        v = _race_verdict(rj, judged, pair, slow)
                         races.append(
                             Race(
                                 db.name,

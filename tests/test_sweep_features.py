@@ -154,6 +154,9 @@ image_size = "64M"
 runtime = 0.5  # the scores and the comparison are what is checked, not the figures' precision
 null_ceiling = false
 retry_disturbed = false  # (nor how clean the runs were: a retry of a disturbed guest run is a boot more)
+# Both rounds of a guest cell in one TCG boot (2 boots, not 4): every cell still has two runs of
+# each workload, which is all the scores and the comparison read.
+repetitions_per_boot = 2
 [repetitions]
 min = 2
 max = 2

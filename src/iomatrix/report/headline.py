@@ -149,6 +149,9 @@ class Pick:
     # (report/recommend/change.py): the candidate's short name, and why what runs is kept; `name`
     # is then what runs, and nothing is converted or switched (no snippet, no data step).
     candidate: str = ""
+    # What its printed intervals are, where one clear of 1 stands beside a status not decided
+    # (pick_interval_note): said after its first "vs" line where the screen has room.
+    interval_note: str = ""
     keep_why: str = ""
 
     @property
@@ -224,6 +227,9 @@ class Headline:
     # the other axes (report/recommend/axis_lines.py), above the configurations and their snippets
     axis_lines: list[str] = field(default_factory=list)
     axis_brief: list[str] = field(default_factory=list)  # one line per axis, a crowded screen's
+    # What the printed intervals are, where one clear of 1 stands beside a status the decision did
+    # not reach (interval_note): "" elsewhere.
+    interval_note: str = ""
 
     def baseline_line(self, short: bool = False, brief: bool = False, bare: bool = False) -> str:
         """The headline's line on its baseline, for a platform whose defaults are not QEMU's: its
@@ -279,7 +285,39 @@ class Headline:
             **({"trade_offs": self.trade_offs} if self.trade_offs else {}),
             **({"axes": self.axis_lines} if self.axis_lines else {}),
             **({"guests": self.guests} if self.guests else {}),
+            **({"interval_note": self.interval_note} if self.interval_note else {}),
         }
+
+
+# The intervals an answer prints are 95 %, while the rule decides at its look's level over the race
+# (stats/looks.py: ℓ* = 0.0024 at α = 0.02), wider than 95 % because it looks after every round
+# (docs/statistics.md §10b): an interval clear of 1 beside "not told apart" is not a contradiction,
+# and the answer says why (issue 70), in the same words in text, Markdown, HTML and JSON: in a few
+# words, after the pick's first "vs" line on the first screen (report/screen_alternatives.py).
+INTERVAL_NOTE = "95 % intervals; each decision's test is stricter: docs/statistics.md §10b"
+
+
+def interval_note(picks: list[Pick]) -> str:
+    """INTERVAL_NOTE where some workload's ratio, against its baseline or an alternative, has a 95 %
+    interval clear of 1 while its status is not "decided" (pick_interval_note); "" elsewhere."""
+    return INTERVAL_NOTE if any(pick_interval_note(p) for p in picks) else ""
+
+
+def pick_interval_note(p: Pick) -> str:
+    """INTERVAL_NOTE where one of the pick's workloads, not "decided", has a ratio (against its
+    baseline or an alternative) whose 95 % interval is clear of 1; "" elsewhere. Every target's
+    baseline stands among the other targets' alternatives, so the note is the same whichever
+    target."""
+    for wg in p.gains:
+        if wg.status == "answer":
+            continue
+        for g in (wg.gain, *wg.alternatives):
+            r = None if g is None else g.ratio
+            if r is None or r.low is None or r.high is None:
+                continue
+            if r.low > 1 or r.high < 1:
+                return INTERVAL_NOTE
+    return ""
 
 
 def platform_baseline(target: str) -> Baseline:
@@ -375,13 +413,16 @@ def _headline(rec: Recommendation, host: str, target: str) -> Headline:
     for v, shown, status, cell in joined:
         _join(answered, v, shown, status, cell=cell, target=target, varied=names.varying)
     _name_picks(list(answered.values()), names, rec.current)
+    picks = list(answered.values())
+    for p in picks:
+        p.interval_note = pick_interval_note(p)
     return Headline(
         host=host,
         sweep_id=rec.sweep_id,
         plan=rec.plan,
         status=rec.status,
         target=target,
-        picks=list(answered.values()),
+        picks=picks,
         shared=names.constant_text(),
         basis=basis,
         unanswered=unanswered,
@@ -401,6 +442,7 @@ def _headline(rec: Recommendation, host: str, target: str) -> Headline:
         brief_roles=_brief_roles(rec, names),
         axis_lines=axis_lines(_axis_answers(ranked)),
         axis_brief=axis_brief(_axis_answers(ranked)),
+        interval_note=interval_note(picks),
     )
 
 

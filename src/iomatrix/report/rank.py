@@ -170,9 +170,9 @@ class WorkloadRanking:
     def _level_notes(self) -> list[str]:
         """Which test decides where the table's 95% interval against the best clears 1 but the
         rule did not separate the pair (issue 70: "0.41× (0.19–0.89)" in the table, "neither
-        significantly worse nor within 5%" below it): the rule's, at its look's level, stricter
-        than 95% because the race looks at the data after every round (stats/looks.py); a 95%
-        interval read at every look would call a difference that is not there too often."""
+        decided worse nor equivalent (within 5%)" below it): the rule's, at its look's level,
+        stricter than 95% because the race looks at the data after every round (stats/looks.py); a
+        95% interval read at every look would call a difference that is not there too often."""
         best = self.ranking.best
         d = self.decision
         clear = []
@@ -199,7 +199,7 @@ class WorkloadRanking:
             f"the 95% interval of {', '.join(clear)} against the best clears 1, but the rule "
             "decides at its look's level, stricter than 95% because it looks after every round "
             "(a 95% interval read at every look would call differences that are not there): "
-            "not separated yet"
+            "not told apart yet"
         ]
 
     def statement(self) -> str:

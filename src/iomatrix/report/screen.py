@@ -26,6 +26,7 @@ from iomatrix.report.screen_alternatives import (
 )
 from iomatrix.report.screen_snippets import _ini_section, _pick_snippet_lines, _short_snippet
 from iomatrix.report.screen_text import _first_clause, code_lines, wrap, wrapped_lines
+from iomatrix.report.shape_findings import MEMORY_NOT_DISK
 from iomatrix.ui import cut_long
 
 # Every answer ends with one of three statuses (report/recommend/resolution.py): decided,
@@ -61,19 +62,20 @@ def gain_text(wg: WorkloadGain, cell: str) -> str:
     return f"{ratio_against(g.ratio, wg.metric, wg.against)}{assumed}"
 
 
-def page_cache_lines(p: Pick) -> list[str]:
+def page_cache_lines(p: Pick, *more: Pick) -> list[str]:
     """One line per distinct page-cache warning the pick's stated ratios carry (Gain.page_cache: one
     side's figure came from the host page cache), naming the workloads it applies to, right below
-    their ratios."""
+    their ratios; with `more` picks, their warnings joined to the pick's (a crowded screen says
+    each once, below all the picks: _page_cache_once)."""
     per: dict[str, list[str]] = {}
-    for wg in p.gains:
+    for owner, wg in ((q, wg) for q in (p, *more) for wg in q.gains):
         # the alternatives' ratios too (issue 70: a pick resting on memory's figures says what it
         # measured, also where its baseline is itself and only its "vs" lines carry a ratio)
         for g in (wg.gain, *wg.alternatives):
             if (
                 g is not None
                 and g.page_cache
-                and g.label != p.cell
+                and g.label != owner.cell
                 and g.ratio is not None
                 and g.ratio.ratio is not None
             ):
@@ -103,11 +105,27 @@ def headline_text(h: Headline, width: int, markdown: bool = False, fit: bool = T
         # forms point there; issue 49: a configuration not separated yet had its storage.cfg
         # nowhere)
         return _laid_out(h, width, markdown, squeeze, 0, whole=not fit)[0]
-    layout = _common_layout([h, *h.peers], min(width, REFERENCE_WIDTH))
-    shown = _denser(h) if layout.dense else h
+    # What the screen holds is chosen without the intervals' note (Pick.interval_note), which then
+    # follows the first "vs" line where the screen as laid out has room for it, else ends the
+    # "more:" line: a crowded screen keeps every fact and every snippet's form, and leaves the note
+    # to --detail (issue 70).
+    bare = _without_interval_notes(h)
+    layout = _common_layout([bare, *bare.peers], min(width, REFERENCE_WIDTH))
+    shown = _denser(bare) if layout.dense else bare
     if len(shown.picks) != len(layout.alternatives):  # not one answer laid out alike: its own
-        layout = _own_layout(h, width, layout.squeeze)
-        shown = _denser(h) if layout.dense else h
+        layout = _own_layout(bare, width, layout.squeeze)
+    plain = _screen_text(bare, width, layout)
+    for noted in (replace(h, interval_note=""), replace(bare, interval_note=h.interval_note)):
+        text = _screen_text(noted, width, layout)
+        # a note that costs a snippet its whole form (fewer lines) is left to --detail
+        if _fits(text, width) and text.count("\n") >= plain.count("\n"):
+            return text
+    return plain
+
+
+def _screen_text(h: Headline, width: int, layout: _Layout) -> str:
+    """`h` laid out as `layout` holds it, at `width` (headline_text)."""
+    shown = _denser(h) if layout.dense else h
     text = _laid_out(shown, width, False, layout.squeeze, layout.dense, fixed=layout)[0]
     if text.count("\n") > FIRST_SCREEN_LINES and width > REFERENCE_WIDTH:
         # A snippet's short form can be longer on a wider screen (a `qm set` line that fits 100
@@ -117,6 +135,15 @@ def headline_text(h: Headline, width: int, markdown: bool = False, fit: bool = T
             0
         ]
     return text
+
+
+def _without_interval_notes(h: Headline) -> Headline:
+    """`h` and its peers with no intervals' note (Pick.interval_note, Headline.interval_note)."""
+
+    def bare(x: Headline) -> Headline:
+        return replace(x, picks=[replace(p, interval_note="") for p in x.picks], interval_note="")
+
+    return replace(bare(h), peers=[bare(x) for x in h.peers])
 
 
 # The width at which what the first screen holds is chosen (issue 70): the narrowest terminal the
@@ -233,6 +260,7 @@ def _denser(h: Headline) -> Headline:
         first.gains += p.gains
         first.settled = first.settled and p.settled
         first.kept = first.kept and p.kept
+        first.interval_note = first.interval_note or p.interval_note
     return replace(h, findings=h.brief_findings or h.findings, picks=list(merged.values()))
 
 
@@ -256,6 +284,7 @@ def _laid_out(
     # between the decisions and the parts they share (a squeezed screen's labels at the margin are
     # gap enough)
     gap = [""] if len(h.picks) > 1 and parts and not squeeze else []
+    below = _below_picks(h, width, dense)
     # Markdown is a document, not a screen: everything whole, every pick its alternatives.
     room = [
         len(h.picks) * ALTERNATIVE_LINES * 2
@@ -264,6 +293,7 @@ def _laid_out(
         - len(out)
         - len(tail)
         - len(gap)
+        - len(below)
         - sum(
             len(_decision_lines(p, h, width, markdown, squeeze=squeeze, shown=0, dense=dense))
             for p in h.picks
@@ -290,7 +320,7 @@ def _laid_out(
         n += 0 if fixed is not None else _alternatives_fitting(alts[n:], width, room)
         shown.append(n - (_baseline_lines(p) if baselines else 0))
         out += _decision_lines(p, h, width, markdown, squeeze=squeeze, shown=n, dense=dense)
-    out += gap
+    out += below + gap
     for part in parts:
         out += part.whole if part.use_whole else part.short
     out += tail
@@ -397,8 +427,10 @@ def _tail(
     # which guest the guest figures went through (issue 51): where they came from, after the answer
     for line in h.guests:
         out += wrap(f"guest: {line}", width)
-    # the densest screen names no tool (`--help` lists them): its line goes to the answer's ratios
-    others = "TOOL" if dense >= 4 else "|".join(t for t in TARGETS if t != h.target)
+    # the densest screen names no tool (`--help` lists them): its line goes to the answer's ratios,
+    # as it goes to the intervals' note where that ends it (headline_text)
+    note = f" · {h.interval_note}" if h.interval_note else ""
+    others = "TOOL" if dense >= 4 or note else "|".join(t for t in TARGETS if t != h.target)
     # a squeezed screen's configurations end with their snippets: no gap needed to tell them apart
     if not squeeze:
         out.append("")
@@ -407,12 +439,14 @@ def _tail(
         # a local sweep's screen shortened its roles, risks or snippets where crowded: said once
         # (a sweep answered per backing says "(--detail)" where it cut)
         whole = "" if any(p.storage is not None for p in h.picks) else " (all of it, whole)"
-        out += wrap(f"more: iomatrix recommend --detail{whole} · --target {others}{risks}", width)
+        out += wrap(
+            f"more: iomatrix recommend --detail{whole} · --target {others}{risks}{note}", width
+        )
     else:
         out += wrap(
             "more: iomatrix recommend --detail (tables, tie-breaks, every risk); other "
             "tools: --target "
-            f"{others}",
+            f"{others}{note}",
             width,
         )
     return out
@@ -459,8 +493,9 @@ def _decision_lines(
     dense: int = 0,
 ) -> list[str]:
     """One configuration's decision: its name, the whole configuration (not on a squeezed screen:
-    its snippets say it), one line per workload with its ratio and status, page-cache warnings, and
-    what the first `shown` of its notable alternatives measured (_alternatives_of)."""
+    its snippets say it), one line per workload with its ratio and status, page-cache warnings
+    (where not said once below every pick: _below_picks), and what the first `shown` of its notable
+    alternatives measured (_alternatives_of)."""
     one_tier = _one_tier(h)
     # one blank line before the configurations; between them too where the screen is not squeezed
     # (a crowded screen's findings end at the margin: gap enough)
@@ -474,8 +509,29 @@ def _decision_lines(
     if p.name != p.config and not squeeze and first is p:
         out += wrap(f"({p.config})", width, "  ")
     out += [x for wg in p.gains for x in _workload_line(p, wg, one_tier, squeeze, dense, width)]
-    out += wrapped_lines(page_cache_lines(p), width, "  ")
+    if not _page_cache_once(h, dense) and not _page_cache_said(h, dense):
+        out += wrapped_lines(page_cache_lines(p), width, "  ")
     return out + wrapped_lines(_alternatives_of(p, h)[:shown], width, "  ")
+
+
+def _page_cache_said(h: Headline, dense: int) -> bool:
+    """The page-cache warnings left to --detail on a screen crowded enough to name risks only by
+    name (`dense` ≥ 3), where a finding on it already says the caching mode measured memory: the
+    quickstart's screen said it twice, in five lines, and lost its axis lines for them."""
+    return dense >= 3 and any(MEMORY_NOT_DISK in f for f in h.findings)
+
+
+def _page_cache_once(h: Headline, dense: int) -> bool:
+    """A crowded screen of several configurations says the page-cache warnings once below them all
+    (the quick plan's roles: one warning under each of three configurations overflowed 30 lines)."""
+    return dense >= 1 and len(h.picks) > 1
+
+
+def _below_picks(h: Headline, width: int, dense: int) -> list[str]:
+    """The lines after every configuration's decision: on a crowded screen the page-cache warnings
+    once (_page_cache_once)."""
+    once = _page_cache_once(h, dense) and not _page_cache_said(h, dense)
+    return wrapped_lines(page_cache_lines(*h.picks), width, "") if once else []
 
 
 def _workload_line(

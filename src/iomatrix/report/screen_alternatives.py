@@ -84,4 +84,8 @@ def alternative_lines(p: Pick) -> list[str]:
             out.append(f"{p.name} against {name}: – ({notes[name]})")
             continue
         out.append(versus(p.name, name, parts))
+    # what its intervals are, where one clear of 1 stands beside a status not decided (issue 70):
+    # said after the first "vs" line, which every screen that shows the pick's ratios shows
+    if out and p.interval_note:
+        out[0] += f" ({p.interval_note})"
     return out

@@ -53,6 +53,9 @@ from iomatrix.tiers import is_reference
 # the kernel keeps the rest for processes (QEMU, fio, Ceph, the guest's memory) and its own, and a
 # shared host's neighbours.
 PAGE_CACHE_SHARE = 0.5
+# What a caching mode whose working set the page cache held measured, in every page-cache sentence
+# (a crowded first screen says it once where a finding already does: report/screen.py).
+MEMORY_NOT_DISK = "measured memory, not the disk"
 
 
 @dataclass(frozen=True)
@@ -178,7 +181,7 @@ def page_cache_note(
         return ""
     cached = chosen if mine else other
     return (
-        f"cache={cached.axes.get('cache')} measured memory, not the disk "
+        f"cache={cached.axes.get('cache')} {MEMORY_NOT_DISK} "
         f"({size_words(shape.working_set or 0)} working set in RAM)"
     )
 
@@ -247,7 +250,7 @@ def page_cache_finding(
         )
         return (
             f"the host page cache held the {sizes} working sets of {workloads}: {modes} "
-            "measured memory, not the disk; a plan size beyond twice the RAM measures it "
+            f"{MEMORY_NOT_DISK}; a plan size beyond twice the RAM measures it "
             f"('{plan}'; --detail)"
         )
     if short:

@@ -5,8 +5,8 @@ Where the shape comes from, per workload:
 
 * a preset (or a fixed-rate rand-*-4k-rateN): its definition (``Workload``), on the region its runs
   used (the ``size`` of the job text stored with its first ok run);
-* anything else (a ``file:PATH`` job file, a role's job, a workload of a later version): the job
-  text stored with its first ok run, read without the cell's own [global]
+* anything else (a ``file:PATH`` job file, a role's job (a "custom" preset), a workload of a later
+  version): the job text stored with its first ok run, read without the cell's own [global]
   (``shape_of_text(rendered=True)``). That text is what fio ran, recorded with every run since the
   first schema, so a database of any age has it: nothing new is stored;
 * no ok run with a job text (a guest filesystem job, a tier's own trial): not known, and left out of
@@ -52,7 +52,8 @@ def workload_shapes(store: Store, cws: Sequence[CellWorkload]) -> dict[str, IoSh
         defined = preset(workload)
         if defined is not None and defined.kind == "fio":
             out[workload] = shape_of_workload(defined, stored.working_set if stored else None)
-        elif defined is None and stored is not None and stored.jobs:
+        # a role's job ("database:data") is a job file the plan ships: its stored text is its shape
+        elif (defined is None or defined.kind == "custom") and stored is not None and stored.jobs:
             out[workload] = stored
     return out
 

@@ -35,6 +35,7 @@ from iomatrix.report.rank import (
     sweep_run_seconds,
     workload_names,
 )
+from iomatrix.report.recommend.budget_cut import budget_cut_line
 from iomatrix.report.recommend.current_match import matching_current
 from iomatrix.report.recommend.other_tier import verdict_on_its_basis
 from iomatrix.report.recommend.page_cache import mark_page_cache
@@ -152,6 +153,9 @@ def recommend(
         store, sweep_id, _scores(scores, workload, cws), reqs, sweep.measured
     )
     warnings = _warnings(sweep_id, info["status"], cws) + emulated_rtt_notes(store, sweep_id, cws)
+    # the cells the time budget cut before a ranking's runs: named, not dropped silently (issue 70)
+    cut = budget_cut_line(cws, rank_kw["stops"], min_n)
+    warnings += [cut] if cut else []
     # One answer per role the plan ran (report/recommend/roles.py, docs/roles.md), shown first by
     # every output.
     allowed = {c.label() for c in cws if all(q.met_by(c.axes) for q in reqs)}
