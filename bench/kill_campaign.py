@@ -40,42 +40,23 @@ sys.path.insert(0, str(ROOT))
 
 import psutil  # noqa: E402
 
-from iomatrix.backing import leftovers  # noqa: E402
-from tests.conftest import descendants_named, iomatrix_argv, run_cli  # noqa: E402
+from tests.conftest import descendants_named, iomatrix_argv  # noqa: E402
 from tests.kill_campaigns import (  # noqa: E402
-    alive,
+    PLAN_FILE,
     kill_campaign,
-    listening_now,
+    left_behind,
     ok_runs,
+    qsd_on,
+    resumed,
+    run_args,
+    sweep_plan,
     sweep_processes,
 )
 
 # Enough runs that 20 kills land in a running sweep (each kill lets a run or so finish): 2 cells ×
 # 10 repetitions.
-PLAN = """
-tier = ["blocklayer"]
-format = ["raw"]
-preallocation = ["off"]
-cache = ["none", "writeback"]
-aio = ["threads"]
-workloads = ["rand-write-4k"]
-size = "16M"
-image_size = "64M"
-runtime = 1
-null_ceiling = false
-retry_disturbed = false
-[repetitions]
-min = 10
-max = 10
-[[backing]]
-type = "{protocol}"
-"""
+ROUNDS = 10
 SEED = 6969  # the campaign's moments; a failure names the kill, and this seed replays it
-
-
-def _qsd_on(driver: str) -> Callable[[int], list[psutil.Process]]:
-    return lambda pid: descendants_named(pid, "qemu-storage-daemon", f"driver={driver}")
-
 
 # Per protocol: its server processes (what a kill must not leave running) and the events a kill
 # waits for.
@@ -84,21 +65,21 @@ PROTOCOLS: dict[str, tuple[tuple[str, ...], dict[str, Callable[[int], list[psuti
         ("nbdkit",),
         {
             "nbdkit serving": lambda pid: descendants_named(pid, "nbdkit"),
-            "a block-layer run on an NBD export": _qsd_on("nbd"),
+            "a block-layer run on an NBD export": qsd_on("nbd"),
         },
     ),
     "iscsi": (
         ("tgtd",),
         {
             "tgtd serving": lambda pid: descendants_named(pid, "tgtd"),
-            "a block-layer run on an iSCSI LUN": _qsd_on("iscsi"),
+            "a block-layer run on an iSCSI LUN": qsd_on("iscsi"),
         },
     ),
     "nfs": (
         ("ganesha.nfsd", "rpcbind"),
         {
             "ganesha serving": lambda pid: descendants_named(pid, "ganesha.nfsd"),
-            "a block-layer run on an NFS file": _qsd_on("nfs"),
+            "a block-layer run on an NFS file": qsd_on("nfs"),
         },
     ),
     "rbd": (
@@ -106,7 +87,7 @@ PROTOCOLS: dict[str, tuple[tuple[str, ...], dict[str, Callable[[int], list[psuti
         {
             "the monitor serving": lambda pid: descendants_named(pid, "ceph-mon"),
             "the OSD serving": lambda pid: descendants_named(pid, "ceph-osd"),
-            "a block-layer run on an RBD image": _qsd_on("rbd"),
+            "a block-layer run on an RBD image": qsd_on("rbd"),
         },
     ),
 }
@@ -116,31 +97,18 @@ def sweep_campaign(protocol: str, kills: int, tmp: Path) -> list[str]:
     """Run one protocol's campaign in `tmp`; what went wrong (nothing when nothing was lost or
     left)."""
     servers, events = PROTOCOLS[protocol]
-    (tmp / "p.toml").write_text(PLAN.format(protocol=protocol))
+    (tmp / PLAN_FILE).write_text(sweep_plan(f'[[backing]]\ntype = "{protocol}"\n', rounds=ROUNDS))
     work, db = tmp / "w", tmp / "r.sqlite"
-    argv = [*iomatrix_argv(), "run", "p.toml", "--db", str(db), "--workdir", str(work)]
+    argv = [*iomatrix_argv(), *run_args(db, work)]
     ours = sweep_processes((*servers, "qemu-storage-daemon", "fio"))
-    problems = []
     t0 = time.monotonic()
     try:
         c = kill_campaign(argv, tmp, db, events, ours, SEED, kills)
     except AssertionError as err:  # a lost run, or a kill's processes still running
         return [f"{protocol}: {err}"]
-    last = run_cli("run", "p.toml", "--db", str(db), "--workdir", str(work), cwd=tmp, timeout=1800)
+    _, problems = resumed(tmp, db, work, c.kept, timeout=1800)
     took = time.monotonic() - t0
-    if last.returncode != 0 or "sweep 1:" not in last.stdout:
-        problems.append(f"the last run: exit {last.returncode}: {last.stderr.strip()[-300:]}")
-    if ok_runs(db) < c.kept:
-        problems.append(f"completed runs lost ({c.kept} -> {ok_runs(db)})")
-    if left := alive(c.killed):
-        problems.append(f"still running: {left}")
-    if ports := c.ports & listening_now():
-        problems.append(f"ports of killed servers still listening: {sorted(ports)}")
-    if pending := leftovers.pending(work):
-        problems.append(f"ledger entries left: {pending}")
-    backings = work / "backings"
-    if backings.exists() and (files := [f for f in backings.rglob("*") if f.is_file()]):
-        problems.append(f"disk files left: {files[:3]}")
+    problems += left_behind(work, c.killed, c.ports)
     events_hit = sorted({n for names in c.names_killed for n in names})
     print(
         f"{protocol}: {kills} SIGKILLs, {c.landed} in a running sweep, processes killed "

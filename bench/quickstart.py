@@ -230,6 +230,18 @@ class Outcome:
             )
         )
 
+    def cache_decided_on(self) -> dict[str, bool]:
+        """Per workload ("… on database:data"), whether its cache line says decided (as
+        :attr:`cache_decided`); a line that names no workload is keyed "all"."""
+        out: dict[str, bool] = {}
+        for x in self.axis_lines:
+            if not x.lstrip().startswith("cache:"):
+                continue
+            m = re.search(r" on ([\w:.-]+)\)?(?: \(|$)", x)
+            decided = x.rstrip().endswith("(decided)") or "decided in every cell" in x
+            out[m.group(1) if m else "all"] = decided
+        return out
+
     @property
     def answered(self) -> list[str]:
         wanted = ROLE_ANSWERED if self.by_role else ANSWERED
@@ -282,6 +294,11 @@ def judge(
         for r in json.loads(recommend_out).get("roles") or []
     }
     lines = answer or []
+    # The per-axis answers as the answer states them (its JSON headline's `axes`): a crowded first
+    # screen points to --detail for them instead of printing them (report/screen.py AXES_IN_DETAIL).
+    axes = json.loads(recommend_out).get("headline", {}).get("axes") or []
+    axis = re.compile(r"\s*(cache|format|aio|bus|preallocation): ")
+    printed = [x.strip() for x in lines if axis.match(x)]
     return Outcome(
         total_s,
         exit_status,
@@ -290,7 +307,7 @@ def judge(
         target_s,
         resolutions,
         [x for x in lines if ROUNDS.search(x)],
-        [x.strip() for x in lines if re.match(r"\s*(cache|format|aio|bus|preallocation): ", x)],
+        [str(x) for x in axes] or printed,
     )
 
 
@@ -350,7 +367,15 @@ def runs_summary(outcomes: list[Outcome], need: int) -> tuple[str, bool]:
         f"{sum(o.all_resolved for o in outcomes)} of {len(outcomes)}; no round mentioned in "
         f"{sum(not o.round_lines for o in outcomes)}; the cache axis decided in "
         f"{sum(c is True for c in cache)} (not decided {sum(c is False for c in cache)}, "
-        f"no cache line {sum(c is None for c in cache)})"
+        f"no cache line {sum(c is None for c in cache)}); per workload: "
+        + (
+            ", ".join(
+                f"{w} {sum(o.cache_decided_on().get(w, False) for o in outcomes)} of "
+                f"{len(outcomes)}"
+                for w in sorted({w for o in outcomes for w in o.cache_decided_on()})
+            )
+            or "none"
+        )
     ), ok
 
 

@@ -1,7 +1,10 @@
 """A sweep's process group SIGKILLed at seeded random moments, each kill followed by the next `run`
 of the same command (issues 34 and 35: "leaves nothing, also when SIGKILLed at random moments and
-the next `run` follows"). Shared by the shared-storage and the Ceph campaigns; the events a kill
-waits for and the processes it counts as the sweep's are the caller's."""
+the next `run` follows"). Shared by the suite's kill campaigns (tests/test_kill_campaign*.py), the
+interrupted sweeps of tests/test_network_disks.py and bench/kill_campaign.py: the small sweep they
+kill (`sweep_plan`), the events a kill waits for that they share, the campaign, the `run` that
+resumes it and what must not be left after it. The events a kill waits for and the processes it
+counts as the sweep's are the caller's."""
 
 from __future__ import annotations
 
@@ -17,9 +20,65 @@ from pathlib import Path
 
 import psutil
 
-from tests.conftest import descendants_named
+from iomatrix.backing import leftovers
+from iomatrix.mountinfo import parse_mountinfo
+from tests.conftest import descendants_named, run_cli
 
 EVENT_BOUND_S = 300  # a bound on waiting for an event, not a pace: the event ends the wait
+PLAN_FILE = "p.toml"  # the sweep's plan, in the campaign's directory
+
+
+def sweep_plan(
+    backings: str,
+    tiers: Sequence[str] = ("blocklayer",),
+    rounds: int = 2,
+    runtime: float = 1,
+    more: str = "",
+) -> str:
+    """The small sweep a campaign kills: raw, cache none and writeback, aio threads,
+    rand-write-4k on 16 MiB of a 64 MiB image, `runtime` seconds a run and `rounds` runs a cell
+    (min = max: no race ends it early), no null ceiling, and no retry of a disturbed run (what a
+    run records is checked, not how clean it was); `more` top-level lines, then `backings`
+    ([[backing]] tables)."""
+    tier_list = ", ".join(f'"{t}"' for t in tiers)
+    return f"""
+tier = [{tier_list}]
+format = ["raw"]
+preallocation = ["off"]
+cache = ["none", "writeback"]
+aio = ["threads"]
+workloads = ["rand-write-4k"]
+size = "16M"
+image_size = "64M"
+runtime = {runtime:g}
+null_ceiling = false
+{more}retry_disturbed = false
+[repetitions]
+min = {rounds}
+max = {rounds}
+{backings}"""
+
+
+def run_args(db: Path, work: Path) -> list[str]:
+    """`iomatrix run`'s arguments for the campaign's plan into `db`, working in `work` (after
+    `iomatrix_argv()`, or to `run_cli`)."""
+    return ["run", PLAN_FILE, "--db", str(db), "--workdir", str(work)]
+
+
+def qsd_on(driver: str) -> Callable[[int], list[psutil.Process]]:
+    """An event: the sweep's qemu-storage-daemon opening a disk with QEMU's `driver` (a block-layer
+    run on that protocol's disk)."""
+    return lambda pid: descendants_named(pid, "qemu-storage-daemon", f"driver={driver}")
+
+
+def bare_metal_fio(pid: int) -> list[psutil.Process]:
+    """An event: a bare-metal fio of the sweep (on a local file, or the server's own file of a
+    network disk: the server-side baseline); a block-layer fio talks NBD to a daemon instead."""
+    return [
+        p
+        for p in descendants_named(pid, "fio")
+        if not descendants_named(pid, "qemu-storage-daemon")
+    ]
 
 
 @dataclass
@@ -143,3 +202,52 @@ def kill_campaign(
         c.kept = now
     assert c.landed >= kills - 1, f"only {c.landed} of {kills} kills landed in a running sweep"
     return c
+
+
+def resumed(
+    cwd: Path, db: Path, work: Path, kept: int, timeout: float = 900
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """The next `run` after the last kill, which must finish the same sweep (its "sweep 1:") with
+    at least the `kept` completed runs; its outcome and what went wrong (nothing: [])."""
+    last = run_cli(*run_args(db, work), cwd=cwd, timeout=timeout)
+    problems = []
+    if last.returncode != 0 or "sweep 1:" not in last.stdout:
+        problems.append(
+            f"the last run: exit {last.returncode}: {last.stdout[-1500:]} {last.stderr[-1500:]}"
+        )
+    if (now := ok_runs(db)) < kept:
+        problems.append(f"{now} completed runs after the last run, fewer than {kept}")
+    return last, problems
+
+
+def left_behind(
+    work: Path, killed: Sequence[psutil.Process] = (), ports: set[int] | None = None
+) -> list[str]:
+    """What a killed (and resumed) sweep in `work` left that it must not: a `killed` process still
+    running, one of their listening `ports` still listened on, a ledger entry, a disk file under
+    the workdir's backings."""
+    problems = []
+    if left := alive(list(killed)):
+        problems.append(f"still running: {left}")
+    if ports and (listening := ports & listening_now()):
+        problems.append(f"ports of killed servers still listening: {sorted(listening)}")
+    if pending := leftovers.pending(work):
+        problems.append(f"ledger entries left: {pending}")
+    backings = work / "backings"
+    if backings.exists() and (files := [f for f in backings.rglob("*") if f.is_file()]):
+        problems.append(f"disk files left: {files[:3]}")
+    return problems
+
+
+def loops_and_mounts(work: Path) -> list[str]:
+    """The mounts under `work` and the loop devices backed by a file in it."""
+    mounts = [
+        m["mountpoint"] for m in parse_mountinfo() if Path(m["mountpoint"]).is_relative_to(work)
+    ]
+    loops = subprocess.run(
+        ["losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return mounts + [line for line in loops.splitlines() if str(work) in line]

@@ -15,8 +15,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from iomatrix.mountinfo import parse_mountinfo
 from tests.conftest import iomatrix_argv, needs, root_only, run_cli
+from tests.kill_campaigns import loops_and_mounts
 
 # quick-style: bare metal and the block layer on an ext4 loop filesystem, in one workdir, a plan per
 # tier (the kills alternate between them: a sweep runs one run at a time, and its first run would be
@@ -103,19 +103,6 @@ def _wait_for_fio(
     )
 
 
-def _loops_and_mounts(work: Path) -> list[str]:
-    mounts = [
-        m["mountpoint"] for m in parse_mountinfo() if Path(m["mountpoint"]).is_relative_to(work)
-    ]
-    loops = subprocess.run(
-        ["losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return mounts + [line for line in loops.splitlines() if str(work) in line]
-
-
 @pytest.mark.slow
 @root_only
 @needs("fio")
@@ -163,7 +150,7 @@ def test_killed_sweeps_leave_no_process_loop_device_or_mount_behind(tmp_path: Pa
         out = run_cli("clean", "--workdir", str(work))
         assert out.returncode == 0, out.stdout + out.stderr
         assert _ours_running(work) == {}
-        assert _loops_and_mounts(work) == []
+        assert loops_and_mounts(work) == []
     finally:
         for pid in _ours_running(work):  # never leave a writer behind when the test fails
             os.kill(pid, signal.SIGKILL)

@@ -15,29 +15,20 @@ from pathlib import Path
 import psutil
 import pytest
 
-from iomatrix.backing import leftovers
 from iomatrix.backing.rbd import RbdBacking
-from tests.conftest import descendants_named, iomatrix_argv, needs, root_only, run_cli
-from tests.kill_campaigns import alive, kill_campaign, listening_now, ok_runs, sweep_processes
+from tests.conftest import descendants_named, iomatrix_argv, needs, root_only
+from tests.kill_campaigns import (
+    PLAN_FILE,
+    kill_campaign,
+    left_behind,
+    qsd_on,
+    resumed,
+    run_args,
+    sweep_plan,
+    sweep_processes,
+)
 
-PLAN = """
-tier = ["blocklayer"]
-format = ["raw"]
-preallocation = ["off"]
-cache = ["none", "writeback"]
-aio = ["threads"]
-workloads = ["rand-write-4k"]
-size = "16M"
-image_size = "64M"
-runtime = 1
-null_ceiling = false
-retry_disturbed = false
-[repetitions]
-min = 2
-max = 2
-[[backing]]
-type = "rbd"
-"""
+PLAN = sweep_plan('[[backing]]\ntype = "rbd"\n')
 SEED = 3535  # the campaign's moments; a failure names the kill, and this seed replays it
 KILLS = 3
 OURS = ("ceph-mon", "ceph-osd", "qemu-storage-daemon", "fio")
@@ -45,9 +36,7 @@ OURS = ("ceph-mon", "ceph-osd", "qemu-storage-daemon", "fio")
 EVENTS: dict[str, Callable[[int], list[psutil.Process]]] = {
     "the monitor serving": lambda pid: descendants_named(pid, "ceph-mon"),
     "the OSD serving": lambda pid: descendants_named(pid, "ceph-osd"),
-    "a block-layer run on an RBD image": lambda pid: descendants_named(
-        pid, "qemu-storage-daemon", "driver=rbd"
-    ),
+    "a block-layer run on an RBD image": qsd_on("rbd"),
 }
 
 
@@ -69,24 +58,14 @@ def _ceph_under(root: Path) -> list[str]:
 def test_a_ceph_sweep_killed_at_random_moments_resumes_and_leaves_nothing(tmp_path: Path) -> None:
     if (why := RbdBacking().availability(set())) is not None:
         pytest.skip(why)
-    (tmp_path / "p.toml").write_text(PLAN)
+    (tmp_path / PLAN_FILE).write_text(PLAN)
     work, db = tmp_path / "w", tmp_path / "r.sqlite"
-    argv = [*iomatrix_argv(), "run", "p.toml", "--db", str(db), "--workdir", str(work)]
+    argv = [*iomatrix_argv(), *run_args(db, work)]
     c = kill_campaign(argv, tmp_path, db, EVENTS, sweep_processes(OURS), SEED, KILLS)
     # A kill that stopped a running monitor left a cluster for the next run to reclaim.
     assert any("ceph-mon" in names for names in c.names_killed), c.names_killed
-    last = run_cli(
-        "run", "p.toml", "--db", str(db), "--workdir", str(work), cwd=tmp_path, timeout=900
-    )
-    assert last.returncode == 0, last.stdout[-2000:] + last.stderr[-2000:]
-    # the same sweep, resumed, complete
-    assert ok_runs(db) >= max(c.kept, 4) and "sweep 1:" in last.stdout
-    assert alive(c.killed) == []
+    # the same sweep, resumed, complete (2 cells x 2 runs)
+    _, problems = resumed(tmp_path, db, work, max(c.kept, 4))
+    assert problems == []
     assert _ceph_under(tmp_path) == []
-    assert not c.ports & listening_now(), (
-        f"ports of killed daemons still listening: {c.ports & listening_now()}"
-    )
-    assert leftovers.pending(work) == []
-    backings = work / "backings"
-    left = [] if not backings.exists() else [f for f in backings.rglob("*") if f.is_file()]
-    assert left == [], left
+    assert left_behind(work, c.killed, c.ports) == []

@@ -20,73 +20,44 @@ import subprocess
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from iomatrix.backing import leftovers
 from iomatrix.locks import identity_held
-from iomatrix.mountinfo import parse_mountinfo
 from tests.conftest import descendants_named, iomatrix_argv, needs, root_only, run_cli
-from tests.kill_campaigns import EVENT_BOUND_S, alive, kill_campaign, ok_runs, sweep_processes
+from tests.kill_campaigns import (
+    EVENT_BOUND_S,
+    PLAN_FILE,
+    alive,
+    bare_metal_fio,
+    kill_campaign,
+    loops_and_mounts,
+    ok_runs,
+    resumed,
+    run_args,
+    sweep_plan,
+    sweep_processes,
+)
 
-PLAN = """
-tier = ["baremetal", "blocklayer"]
-format = ["raw"]
-preallocation = ["off"]
-cache = ["none", "writeback"]
-aio = ["threads"]
-workloads = ["rand-write-4k"]
-size = "16M"
-image_size = "64M"
-runtime = 1
-null_ceiling = false
-retry_disturbed = false
-[repetitions]
-min = 2
-max = 2
-[[backing]]
-type = "tmpfs"
-size = "256M"
-[[backing]]
-type = "loopfs"
-fs = "xfs"
-size = "384M"
-"""
+PLAN = sweep_plan(
+    '[[backing]]\ntype = "tmpfs"\nsize = "256M"\n'
+    '[[backing]]\ntype = "loopfs"\nfs = "xfs"\nsize = "384M"\n',
+    tiers=("baremetal", "blocklayer"),
+)
 SEED = 5050  # the campaign's moments; a failure names the kill, and this seed replays it
 KILLS = 4
 OURS = ("qemu-storage-daemon", "fio", "qemu-img")
 
 
-def _bare_metal_fio(pid: int) -> list[psutil.Process]:
-    return [
-        p
-        for p in descendants_named(pid, "fio")
-        if not descendants_named(pid, "qemu-storage-daemon")
-    ]
-
-
 EVENTS = {
     "a block-layer run": lambda pid: descendants_named(pid, "qemu-storage-daemon"),
-    "a bare-metal fio": _bare_metal_fio,
+    "a bare-metal fio": bare_metal_fio,
     "an image being made": lambda pid: descendants_named(pid, "qemu-img"),
 }
 
 
 def _what_is_left(work: Path) -> list[str]:
-    mounts = [
-        m["mountpoint"] for m in parse_mountinfo() if Path(m["mountpoint"]).is_relative_to(work)
-    ]
-    loops = subprocess.run(
-        ["losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return (
-        mounts
-        + [line for line in loops.splitlines() if str(work) in line]
-        + leftovers.pending(work)
-    )
+    return loops_and_mounts(work) + leftovers.pending(work)
 
 
 def _racing_through_a_hard_link(
@@ -108,16 +79,7 @@ def _racing_through_a_hard_link(
             time.sleep(0.05)
         # holds its locks while the racer is refused, however slow the host
         os.killpg(sweep.pid, signal.SIGSTOP)
-        racer = run_cli(
-            "run",
-            "p.toml",
-            "--db",
-            str(hard),
-            "--workdir",
-            str(work.parent / "w-racer"),
-            cwd=cwd,
-            timeout=300,
-        )
+        racer = run_cli(*run_args(hard, work.parent / "w-racer"), cwd=cwd, timeout=300)
         err = racer.stderr.strip()
         assert racer.returncode == 2 and len(err.splitlines()) == 1, racer.stdout[-1000:] + err
         assert f"is in use by process {sweep.pid}" in err and "Traceback" not in err, err
@@ -138,10 +100,10 @@ def _racing_through_a_hard_link(
 def test_local_lab_backings_killed_at_random_moments_and_raced_through_a_hard_link(
     tmp_path: Path,
 ) -> None:
-    (tmp_path / "p.toml").write_text(PLAN)
+    (tmp_path / PLAN_FILE).write_text(PLAN)
     (tmp_path / "links").mkdir()
     work, db, hard = tmp_path / "w", tmp_path / "r.sqlite", tmp_path / "links" / "hard.sqlite"
-    argv = [*iomatrix_argv(), "run", "p.toml", "--db", str(db), "--workdir", str(work)]
+    argv = [*iomatrix_argv(), *run_args(db, work)]
     try:
         c = kill_campaign(argv, tmp_path, db, EVENTS, sweep_processes(OURS), SEED, KILLS)
         assert db.exists(), "no kill left a database to race on"
@@ -149,10 +111,7 @@ def test_local_lab_backings_killed_at_random_moments_and_raced_through_a_hard_li
         kept = _racing_through_a_hard_link(argv, tmp_path, db, hard, work)
         assert kept >= c.kept
         if Path(f"{db}-wal").is_file() and Path(f"{db}-wal").stat().st_size > 0:
-            for argv_link in (
-                ["run", "p.toml", "--db", str(hard), "--workdir", str(work)],
-                ["results", "--db", str(hard)],
-            ):
+            for argv_link in (run_args(hard, work), ["results", "--db", str(hard)]):
                 refused = run_cli(*argv_link, cwd=tmp_path, timeout=300)
                 err = refused.stderr.strip()
                 assert refused.returncode == 2 and len(err.splitlines()) == 1, (
@@ -160,12 +119,9 @@ def test_local_lab_backings_killed_at_random_moments_and_raced_through_a_hard_li
                 )
                 assert f"same file as {db.resolve()}" in err and f"--db {db.resolve()}" in err, err
                 assert not Path(f"{hard}-wal").exists()
-        last = run_cli(
-            "run", "p.toml", "--db", str(db), "--workdir", str(work), cwd=tmp_path, timeout=900
-        )
-        assert last.returncode == 0, last.stdout[-2000:] + last.stderr[-2000:]
-        assert "sweep 1:" in last.stdout, last.stdout[-2000:]  # the same sweep, resumed
-        assert ok_runs(db) >= kept and os.path.samefile(db, hard)
+        last, problems = resumed(tmp_path, db, work, kept)  # the same sweep, resumed
+        assert problems == []
+        assert os.path.samefile(db, hard)
         linked = run_cli("results", "--db", str(hard), cwd=tmp_path, timeout=300)
         files = {p.name: p.stat().st_size for p in tmp_path.glob("r.sqlite*")}
         # closed: the file is whole

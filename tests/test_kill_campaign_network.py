@@ -15,57 +15,35 @@ from pathlib import Path
 import psutil
 import pytest
 
-from iomatrix.backing import leftovers
 from iomatrix.backing.iscsi import IscsiBacking
 from iomatrix.backing.nfs import NfsBacking
-from tests.conftest import descendants_named, iomatrix_argv, needs, root_only, run_cli
-from tests.kill_campaigns import alive, kill_campaign, listening_now, ok_runs, sweep_processes
+from tests.conftest import descendants_named, iomatrix_argv, needs, root_only
+from tests.kill_campaigns import (
+    PLAN_FILE,
+    bare_metal_fio,
+    kill_campaign,
+    left_behind,
+    qsd_on,
+    resumed,
+    run_args,
+    sweep_plan,
+    sweep_processes,
+)
 
-PLAN = """
-tier = ["baremetal", "blocklayer"]
-format = ["raw"]
-preallocation = ["off"]
-cache = ["none", "writeback"]
-aio = ["threads"]
-workloads = ["rand-write-4k"]
-size = "16M"
-image_size = "64M"
-runtime = 1
-null_ceiling = false
-retry_disturbed = false
-[repetitions]
-min = 2
-max = 2
-[[backing]]
-type = "iscsi"
-[[backing]]
-type = "nfs"
-"""
+PLAN = sweep_plan(
+    '[[backing]]\ntype = "iscsi"\n[[backing]]\ntype = "nfs"\n', tiers=("baremetal", "blocklayer")
+)
 SEED = 3434  # the campaign's moments; a failure names the kill, and this seed replays it
 KILLS = 4
 SERVERS = ("tgtd", "ganesha.nfsd", "rpcbind", "qemu-storage-daemon", "fio")
 
 
-def _qsd_on(driver: str) -> Callable[[int], list[psutil.Process]]:
-    return lambda pid: descendants_named(pid, "qemu-storage-daemon", f"file.driver={driver}")
-
-
-def _baseline_fio(pid: int) -> list[psutil.Process]:
-    # bare metal's fio on the server's own file of a disk (a block-layer fio talks NBD to a daemon
-    # instead)
-    return [
-        p
-        for p in descendants_named(pid, "fio")
-        if not descendants_named(pid, "qemu-storage-daemon")
-    ]
-
-
 EVENTS: dict[str, Callable[[int], list[psutil.Process]]] = {
     "tgtd serving": lambda pid: descendants_named(pid, "tgtd"),
-    "a block-layer run on an iSCSI LUN": _qsd_on("iscsi"),
+    "a block-layer run on an iSCSI LUN": qsd_on("iscsi"),
     "ganesha serving": lambda pid: descendants_named(pid, "ganesha.nfsd"),
-    "a block-layer run on an NFS file": _qsd_on("nfs"),
-    "a server-side baseline fio": _baseline_fio,
+    "a block-layer run on an NFS file": qsd_on("nfs"),
+    "a server-side baseline fio": bare_metal_fio,
 }
 
 
@@ -80,22 +58,13 @@ def test_a_shared_storage_sweep_killed_at_random_moments_resumes_and_leaves_noth
         if (why := backing.availability(set())) is not None:
             pytest.skip(why)
     rpcbind_before = {p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "rpcbind"}
-    (tmp_path / "p.toml").write_text(PLAN)
+    (tmp_path / PLAN_FILE).write_text(PLAN)
     work, db = tmp_path / "w", tmp_path / "r.sqlite"
-    argv = [*iomatrix_argv(), "run", "p.toml", "--db", str(db), "--workdir", str(work)]
+    argv = [*iomatrix_argv(), *run_args(db, work)]
     c = kill_campaign(argv, tmp_path, db, EVENTS, sweep_processes(SERVERS), SEED, KILLS)
-    last = run_cli(
-        "run", "p.toml", "--db", str(db), "--workdir", str(work), cwd=tmp_path, timeout=900
-    )
-    assert last.returncode == 0, last.stdout[-2000:] + last.stderr[-2000:]
-    assert ok_runs(db) >= c.kept and "sweep 1:" in last.stdout  # the same sweep, resumed
+    last, problems = resumed(tmp_path, db, work, c.kept)  # the same sweep, resumed
+    assert problems == []
     assert "on iscsi" in last.stdout and "on nfs" in last.stdout  # answered per protocol
-    assert alive(c.killed) == []
-    assert not c.ports & listening_now(), (
-        f"ports of killed servers still listening: {c.ports & listening_now()}"
-    )
-    assert leftovers.pending(work) == []
-    backings = work / "backings"
-    assert not backings.exists() or not any(f.is_file() for f in backings.rglob("*"))
+    assert left_behind(work, c.killed, c.ports) == []
     rpcbind_after = {p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "rpcbind"}
     assert rpcbind_after <= rpcbind_before, "an rpcbind iomatrix started is still running"

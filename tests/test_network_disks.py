@@ -60,6 +60,7 @@ from tests.conftest import (
     run_cli,
     sigint_default,
 )
+from tests.kill_campaigns import left_behind, sweep_plan
 
 IQN = "iqn.2026-11.io.iomatrix:t1"
 LUN = NetworkDisk(
@@ -522,27 +523,13 @@ def test_iscsi_luns_through_the_block_layer_with_an_emulated_rtt_and_the_server_
     assert leftovers.pending(workdir) == []
 
 
-TWO_BACKINGS = """
-tier = ["baremetal", "blocklayer"]
-format = ["raw"]
-preallocation = ["off"]
-cache = ["none", "writeback"]
-aio = ["threads"]
-workloads = ["rand-write-4k"]
-size = "16M"
-image_size = "64M"
-runtime = 0.5
-null_ceiling = false
-time_budget = "10m"
-retry_disturbed = false  # what each run recorded and how the answers are grouped are checked, not how clean it was
-[repetitions]
-min = 3
-max = 3
-[[backing]]
-type = "dir"
-[[backing]]
-type = "nfs"
-"""  # noqa: E501
+TWO_BACKINGS = sweep_plan(
+    '[[backing]]\ntype = "dir"\n[[backing]]\ntype = "nfs"\n',
+    tiers=("baremetal", "blocklayer"),
+    rounds=3,
+    runtime=0.5,
+    more='time_budget = "10m"\n',
+)
 
 
 @needs("fio")
@@ -668,17 +655,6 @@ def _wait_serving(proc: subprocess.Popen, qemu: str, bound_s: float) -> list[psu
     return serving
 
 
-def _still_running(procs: list[psutil.Process]) -> list[int]:
-    """The pids still alive (not zombies) once a killed group has had up to 30 s to be reaped."""
-    deadline = time.monotonic() + 30
-    while (
-        any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in procs)
-        and time.monotonic() < deadline
-    ):
-        time.sleep(0.1)
-    return [p.pid for p in procs if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-
-
 @needs("fio")
 @needs("qemu-storage-daemon")
 @root_only
@@ -715,10 +691,9 @@ def test_a_sweep_on_iscsi_interrupted_mid_run_leaves_nothing(
         assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
     else:
         assert proc.returncode == 130, out[-2000:] + err[-2000:]
-    assert not _still_running(serving)
-    assert leftovers.pending(workdir / "w") == []
+    assert left_behind(workdir / "w", serving) == []
     backings = workdir / "w" / "backings"
-    assert not backings.exists() or list(backings.iterdir()) == []
+    assert not backings.exists() or list(backings.iterdir()) == []  # no directory of a disk either
 
 
 @needs("fio")
@@ -950,7 +925,4 @@ def test_a_guest_sweep_on_iscsi_interrupted_mid_boot_leaves_nothing(
         assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
     else:  # the runner turns SIGTERM into an interruption, as Ctrl-C
         assert proc.returncode == 130, (proc.returncode, out[-2000:] + err[-2000:])
-    assert not _still_running(serving)
-    assert leftovers.pending(workdir / "w") == []
-    backings = workdir / "w" / "backings"
-    assert not backings.exists() or not any(f.is_file() for f in backings.rglob("*"))
+    assert left_behind(workdir / "w", serving) == []

@@ -117,6 +117,35 @@ def test_the_shared_options_keep_their_defaults() -> None:
         assert opts["--allow-data-loss"].default is False and opts["--require"].multiple
 
 
+def test_the_default_threshold_and_tie_break_pass_the_decision_rules_checks() -> None:
+    """`ranking_arguments` checks a threshold and a tie-break with the decision rule's own checks
+    only when they are not the defaults (a command refusing a missing --db must not import the
+    decision rule first: bench/cli_startup.py), so the defaults must pass those checks unchanged."""
+    from iomatrix.commands.options import (
+        DEFAULT_THRESHOLD,
+        DEFAULT_TIE_BREAK,
+        ranking_arguments,
+        tie_break_keys,
+    )
+    from iomatrix.stats.decision import check_threshold, check_tie_break
+
+    keys = tie_break_keys(DEFAULT_TIE_BREAK)
+    assert check_threshold(DEFAULT_THRESHOLD) == DEFAULT_THRESHOLD
+    assert check_tie_break(keys) == tuple(keys)
+    given = ranking_arguments(3, 0.10, DEFAULT_THRESHOLD, DEFAULT_TIE_BREAK)
+    assert given == {"min_n": 3, "max_noise": 0.10, "threshold": 0.05, "tie_break": keys}
+    assert isinstance(given["threshold"], float)
+
+
+def test_the_default_target_passes_the_answers_check() -> None:
+    """recommend and report check --target with the answer's check only when it is not the default
+    (commands/common.py check_target), so the default must pass it."""
+    from iomatrix.commands.options import DEFAULT_TARGET
+    from iomatrix.report.headline import check_target
+
+    assert check_target(DEFAULT_TARGET) == DEFAULT_TARGET
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -30,3 +30,13 @@ class MissingTool(UserError):
         )
         self.program = program
         self.package = package
+
+
+def no_results_database(path: object) -> UserError:
+    """A results database that is not there, for reading. Here rather than in the store: a command
+    refuses a missing --db before it imports the store and the reports (commands/common.py
+    open_store), in the words the store uses."""
+    return UserError(
+        f"results database {path} does not exist",
+        hint="run 'iomatrix run' first, or point --db at its file",
+    )

@@ -91,6 +91,7 @@ runs of one shared boot together, in one new boot.)"""
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -98,11 +99,15 @@ from typing import Any
 
 # The budget and time keeping (scheduler_budget.py), a base of Scheduler; its constants stay
 # importable from here.
-from iomatrix.scheduler_budget import BUSY_MIN_RETRIES, BUSY_SHARE, BudgetKeeping
-from iomatrix.stats import needs_more_runs
+from iomatrix.scheduler_budget import BUSY_MIN_RETRIES, BUSY_SHARE
+
+# The precision after the decision (scheduler_precision.py), a base of Scheduler over the budget's.
+from iomatrix.scheduler_precision import PrecisionKeeping
+
+# What a role's figures say of the units deciding its answer (scheduler_roles.py); RoleFigures
+# stays importable from here.
+from iomatrix.scheduler_roles import RoleFigures, role_view, veto_groups
 from iomatrix.stats.deciding import deciding_pairs
-from iomatrix.stats.racing import race_step
-from iomatrix.stats.tradeoff import RoleFigure, open_tradeoff_cells
 from iomatrix.stop_kinds import StopKind
 
 # The stopping policies and the unit state they judge (stop_policy.py), under the names callers
@@ -162,26 +167,6 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class RoleFigures:
-    """A role's figures in one tier as the scheduler sees them (stats/tradeoff.py): per figure, the
-    units of its job's group by cell, the metric (the units' primary, or one of their `figures`),
-    which way is better and its weight; the first figure decides. `margin`: the role's."""
-
-    figures: tuple[tuple[Mapping[str, str], str, bool, float], ...]  # (cell → unit, metric, …)
-    primary: tuple[bool, ...]  # per figure: its metric is the units' primary
-    margin: float
-
-
-@dataclass(frozen=True)
-class RoleView:
-    """A role as the runs so far show it: the pick of its deciding figure (a cell; None before the
-    race names a best) and the units of its open weighed trade-off."""
-
-    pick: str | None
-    tradeoff: set[str]
-
-
-@dataclass(frozen=True)
 class Slot:
     """One run to start: a unit, its round and its position in the round (both stored with the
     run)."""
@@ -215,7 +200,7 @@ class Stop:
     against: str | None = None  # an elimination's reference unit (StopVerdict.against)
 
 
-class Scheduler(BudgetKeeping):
+class Scheduler(PrecisionKeeping):
     def __init__(
         self,
         units: Iterable[UnitState],
@@ -285,8 +270,9 @@ class Scheduler(BudgetKeeping):
         pairs: dict[str, tuple[str, list[str]]] = {}
         policy = self.policy
         if isinstance(policy, RacingPolicy):
-            views = [self._role_view(role, policy) for role in self.roles]
-            only_with = self._veto_groups(views)
+            levels = functools.partial(self._levels, policy)
+            views = [role_view(role, self.units, levels) for role in self.roles]
+            only_with = veto_groups(self.roles, views, self.units)
             groups: dict[str, list[UnitState]] = {}
             for u in self.units.values():
                 if not u.baseline and len(u.points) >= 2:
@@ -315,61 +301,6 @@ class Scheduler(BudgetKeeping):
             "min_rounds": max(2, min(self.min_runs, 3)),
             "margin": policy.margin(group),
         }
-
-    def _veto_groups(self, views: Sequence[RoleView]) -> dict[str, set[str]]:
-        """group → the units its deciding pairs must hold one of, for a group that is only ever a
-        role's veto job (the database's data files): its role's pick there. Why: a veto job's
-        pairs decide the role only through the pick (is it worse than the best beyond the margin?)
-        and the weighing (RoleView.tradeoff); a tie of two other cells on a veto figure (the data
-        files' raw · writeback and qcow2 · writeback p99s) changes no answer, yet ran to 23-24
-        rounds in the quickstarts of issue 53 while the file server's pair waited."""
-        deciding = {
-            self.units[key].group
-            for role in self.roles
-            for key in role.figures[0][0].values()
-            if key in self.units
-        }
-        out: dict[str, set[str]] = {}
-        for role, view in zip(self.roles, views, strict=True):
-            if view.pick is None:
-                continue  # a pick not known yet: every pair of its jobs may still matter
-            for units, *_ in role.figures[1:]:
-                key = units.get(view.pick)
-                if key in self.units and self.units[key].group not in deciding:
-                    out.setdefault(self.units[key].group, set()).add(key)
-        return out
-
-    def _role_view(self, role: RoleFigures, policy: RacingPolicy) -> RoleView:
-        """The role's pick (the race's best on its deciding figure) and the units of its open
-        weighed trade-off (stats/tradeoff.py), in every job of the role: the cells the weighing
-        has not settled against the weighed leader. Why: on each figure alone those pairs are
-        settled (commits 1.2× faster, a p99 1.7× lower), so no group's race names them, yet the
-        role's answer waits on their weighed interval."""
-        figures = []
-        for (units, metric, higher, weight), primary in zip(
-            role.figures, role.primary, strict=True
-        ):
-            points = {}
-            for cell, key in units.items():
-                u = self.units.get(key)
-                pts = (u.points if primary else u.figures.get(metric, [])) if u else []
-                if len(pts) >= 2:
-                    points[cell] = pts
-            figures.append(RoleFigure(points, higher, weight))
-        first_units = role.figures[0][0]
-        data = {first_units[c]: p for c, p in figures[0].points.items()}
-        group = self.units[next(iter(data))].group if data else ""
-        if len(data) < 2 or any(min(v for _, v in p) <= 0 for p in data.values()):
-            return RoleView(None, set())
-        step = race_step(data, **self._levels(policy, group))
-        if step.best is None:
-            return RoleView(None, set())
-        pick = next(c for c, k in first_units.items() if k == step.best)
-        cells = open_tradeoff_cells(figures, pick, role.margin)
-        return RoleView(
-            pick,
-            {units[c] for units, *_ in role.figures for c in cells if units.get(c) in self.units},
-        )
 
     def _refresh(self) -> None:
         """Mark units done: failures, then policy/max/budget for units past their minimum; decided
@@ -404,110 +335,6 @@ class Scheduler(BudgetKeeping):
                 self._stop(u, MAX_RUNS)
             elif not self.budget_left():
                 u.stopped = BUDGET_SPENT
-
-    # -- precision after the decision ------------------------------------------------
-    def _ci_gap(self, u: UnitState) -> str | None:
-        """None when the unit's 95% CI half-width is within ci_target (or it has no precision_max);
-        else what it is now, e.g. 'CI ±7.2% > target 5%'."""
-        if u.precision_max is None or self.ci_target is None:
-            return None
-        # max beyond the runs so far: only "converged" or the CI's width can come back.
-        more, why = needs_more_runs(u.values, 1, len(u.values) + 1, self.ci_target)
-        return why if more else None
-
-    def _unresolved_contender(self, why: StopVerdict | None) -> bool:
-        """Under precision_for = "contenders", a unit the race could not separate from the best (or
-        the best that could not be separated from the rest) runs on while the budget and its
-        precision_max allow, whatever its own CI: what the answer lacks is the CI of their ratio,
-        which only more (paired) rounds narrow. Measured: `quick` ended 55 s before its budget with
-        two workloads "about 2-3 more rounds would separate them"."""
-        return (
-            self.precision_for == "contenders"
-            and why is not None
-            and why.kind is StopKind.UNRESOLVED
-        )
-
-    def _deciding_now(self, u: UnitState) -> bool:
-        """`u` is in an unsettled deciding pair: it runs on (while its precision_max and the budget
-        allow) whatever its own CI, as the pair's interval narrows only with more paired rounds."""
-        return u.key in self.deciding_units()
-
-    def _stop(self, u: UnitState, why: StopVerdict) -> None:
-        """The policy (or max) is done with `u`: stop it, or let it run on toward ci_target
-        (decided)."""
-        if (
-            u.precision_max is not None
-            and u.ok < u.precision_max
-            and self.budget_left()
-            and (
-                self._ci_gap(u) is not None
-                or self._unresolved_contender(why)
-                or self._deciding_now(u)
-            )
-        ):
-            u.decided = why
-        else:
-            u.stopped = why
-
-    def _precision_check(self, u: UnitState, budget_spent: bool = False) -> None:
-        """A decided unit stops once its CI is within ci_target, at its precision_max, or when the
-        budget is spent; its reason keeps the policy's (and so its kind) and says what the extra
-        runs reached."""
-        assert u.decided is not None and u.precision_max is not None and self.ci_target is not None
-        gap = self._ci_gap(u)
-        target = f"±{self.ci_target * 100:g}%"
-        unresolved = self._unresolved_contender(u.decided) or self._deciding_now(u)
-        # an unresolved contender may run on with its CI already within it
-        width = gap or f"CI within {target}"
-        # No futility stop here (unlike racing's): on a host with heavy-tailed noise the spread of a
-        # few runs says little about how many more are needed (measured: cells given up at 6 runs as
-        # "needing 34–112" reached ±5% within 22 runs in another sweep), and the runs would
-        # otherwise go unused.
-        if gap is None and not unresolved:
-            then = f"CI within {target} after {u.ok} runs"
-        elif u.ok >= u.precision_max:
-            then = f"{width} at {u.ok} runs (precision_max)"
-        elif not budget_spent and self.budget_left():
-            return
-        # the budget ended the race: it would not have run on anyway
-        elif u.key not in self.precision_units():
-            u.stopped = self._not_run_on(u)
-            return
-        else:
-            then = f"{width} at {u.ok} runs (time budget spent)"
-        u.stopped = u.decided.then(f"then run on toward {target}: {then}")
-
-    def _not_run_on(self, u: UnitState) -> StopVerdict:
-        """A decided unit's stop when it gets no precision runs (not a contender): its decision, and
-        its CI."""
-        assert u.decided is not None and self.ci_target is not None
-        width = (self._ci_gap(u) or "CI within target").split(" > ", 1)[0]  # "CI ±9.1%"
-        return u.decided.then(
-            f"not run on toward ±{self.ci_target * 100:g}%: not a contender, {width}"
-        )
-
-    def precision_units(self) -> set[str]:
-        """The units that run on for precision once the race is over: every decided unit, or under
-        precision_for = "contenders" the contenders, the units a contender is compared with and the
-        user's current configuration (`run --current`: the headline quotes the answer against
-        it)."""
-        if self.precision_for == "all":
-            return set(self.units)
-        # While the race is on, a racing unit may still turn out a contender: its comparison stays
-        # wanted.
-        wanted = {u.key for u in self.units.values() if u.contends or u.racing or u.current}
-        wanted |= self.deciding_units()
-        for key in list(wanted):
-            wanted.update(k for k in self.units[key].compared_with if k in self.units)
-        return wanted
-
-    def _stop_non_contenders(self) -> None:
-        """The race is over: decided units that are not wanted for precision stop with their
-        decision, saying that they were not run on and how wide their CI is."""
-        wanted = self.precision_units()
-        for u in self.units.values():
-            if u.decided is not None and not u.done and u.key not in wanted:
-                u.stopped = self._not_run_on(u)
 
     def order(self, round_no: int, keys: Sequence[str]) -> list[str]:
         """`keys` in the round's random order: each group's units (the cells compared with each

@@ -16,9 +16,6 @@ NAME = "clean"
 def clean(workdir: CrashedWorkdirOpt = DEFAULT_WORKDIR) -> None:
     """Remove what a crashed or killed run left behind (mounts, loop devices, images) — and only
     that."""
-    from iomatrix.backing.leftovers import clean as clean_leftovers
-    from iomatrix.backing.leftovers import pending
-
     # A mistyped --workdir must not read as "all clean": that is the very path whose leftovers the
     # user is after.
     if not workdir.exists():
@@ -33,6 +30,10 @@ def clean(workdir: CrashedWorkdirOpt = DEFAULT_WORKDIR) -> None:
         )
     # `run` never makes a workdir there: "/" is a typo, not a run's leftovers
     refuse_system_workdir(workdir)
+    # the ledger's reader after the checks above: a mistyped --workdir is refused at once
+    from iomatrix.backing.leftovers import clean as clean_leftovers
+    from iomatrix.backing.leftovers import pending
+
     lines = clean_leftovers(workdir.resolve())
     for line in lines:
         console.print(line)

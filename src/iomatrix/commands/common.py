@@ -10,12 +10,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from iomatrix.errors import UserError
+from iomatrix.errors import UserError, no_results_database
 from iomatrix.ui import err_console
 
 if TYPE_CHECKING:
     from iomatrix.dburl import DatabaseURL
     from iomatrix.plan.model import Plan
+    from iomatrix.report.objective import Objective
     from iomatrix.store import Store
 
 
@@ -26,6 +27,10 @@ def open_store(
     Damaged rows are skipped, with one warning line saying how many and naming the first
     (store/integrity.py). `choose`: the sweeps the command reads, read alone from a central store
     (store/pg.py open_central); a file is read whole."""
+    if isinstance(db, Path) and not db.exists():
+        # The store's own first check (store/schema.py check_file), made before the store and the
+        # reports are imported: a mistyped --db is refused at once, not after ~0.3 s of imports.
+        raise no_results_database(db)
     from rich.markup import escape
 
     from iomatrix.dburl import DatabaseURL
@@ -88,17 +93,50 @@ def refuse_system_workdir(workdir: Path, option: str = "--workdir") -> None:
         )
 
 
+def check_allowed_devices(paths: list[Path]) -> None:
+    """Every --allow-destroy argument checked (safety.py), that module (~0.1 s of imports) loaded
+    only when one is given: none is nothing to check."""
+    if paths:
+        from iomatrix.safety import check_allowed_devices as check
+
+        check(paths)
+
+
 def load_plan(plan: str) -> tuple[Plan, Path | None]:
     """A built-in plan by name (old names still work, with a note) or a TOML file."""
-    from iomatrix.plan.load import PLAN_ALIASES
-    from iomatrix.plan.load import load_plan as load
+    from iomatrix.plan.source import PLAN_ALIASES, plan_source
 
     if plan in PLAN_ALIASES:
         err_console.print(
             f"[yellow]note:[/] the built-in plan '{plan}' is now called '{PLAN_ALIASES[plan]}'",
             soft_wrap=True,
         )
+    # a missing file or an unknown name refused before the plan models are imported (~0.3 s)
+    plan_source(plan)
+    from iomatrix.plan.load import load_plan as load
+
     return load(plan)
+
+
+def check_target(target: str) -> None:
+    """`--target` checked (report/headline.py), that module (the answer's: ~1 s of imports) loaded
+    only for a target the user gave: the default is valid (tests/test_ranking_options.py)."""
+    from iomatrix.commands.options import DEFAULT_TARGET
+
+    if target != DEFAULT_TARGET:
+        from iomatrix.report.headline import check_target as check
+
+        check(target)
+
+
+def parse_objective(text: str | None) -> Objective | None:
+    """`--objective` checked (report/objective.py), its module imported only when one is given:
+    without it, a command reaches its --db (refused at once when missing) importing no report."""
+    if text is None:
+        return None
+    from iomatrix.report.objective import parse_objective as parse
+
+    return parse(text)
 
 
 def warn_tcg(accels: list[str]) -> None:

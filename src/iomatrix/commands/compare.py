@@ -68,11 +68,11 @@ def compare(
 ) -> None:
     """Cells that changed significantly between two sweeps (Welch, Holm-corrected), and by how
     much."""
+    changes, same_sweep, notes = _changes(db_a, db_b, sweep_a, sweep_b, metric, by_host)
     from iomatrix.report.export import render_tables
     from iomatrix.report.exports import compare_table
     from iomatrix.report.terminal import print_changes
 
-    changes, same_sweep, notes = _changes(db_a, db_b, sweep_a, sweep_b, metric, by_host)
     # A sweep against itself (or a copy of its runs): nothing can have changed, and a table of 1.00×
     # rows, or an empty one, would only hide that the wrong file was given. same n, mean, SD, median
     # and CI everywhere
@@ -109,12 +109,14 @@ def _changes(
 ) -> tuple[list[Change], bool, list[str]]:
     """The figures of A and B compared, whether they are one sweep, and what to say first about what
     is compared (different plans, few figures in common)."""
+    # The stores first, the reports after (commands/__init__.py): a missing database is refused at
+    # once.
+    a, b = open_store(db_a), open_store(db_b)
     from iomatrix.report.fleet import compare_by_host, is_fleet
     from iomatrix.report.query import pick_sweep, sweep_info
     from iomatrix.report.rank import compare_series, figure_series
     from iomatrix.report.terminal import compare_notes
 
-    a, b = open_store(db_a), open_store(db_b)
     # Two fleets (merged databases) compare host by host, by hostname: each host's latest sweep of
     # the plan.
     if by_host or (sweep_a is None and sweep_b is None and is_fleet(a) and is_fleet(b)):

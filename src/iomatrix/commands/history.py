@@ -41,11 +41,12 @@ def history(
     the figures significantly slower or faster by more than --threshold (Welch per figure, Holm
     across them, as 'compare --fail-above'), and the lasting steps over each host's whole series (a
     level that moved and held for two sweeps or more)."""
+    theta = parse_fraction(threshold, "--threshold")
+    store = open_store(db)  # before the reports: a missing --db is refused at once
     from iomatrix.report.history import as_json
     from iomatrix.report.history import history as host_history
 
-    theta = parse_fraction(threshold, "--threshold")
-    steps = host_history(open_store(db), host, workload, metric, theta)
+    steps = host_history(store, host, workload, metric, theta)
     if output == OutputFormat.json:
         print(json.dumps(as_json(steps), indent=1))
         return

@@ -38,9 +38,9 @@ def monitor(
     format: FormatOpt = OutputFormat.table,
 ) -> None:
     """Print a run's host time series (one row per sample)."""
+    store = open_store(db)  # before the reports: a missing --db is refused at once
     from iomatrix.report.query import monitor_series
 
-    store = open_store(db)
     series = monitor_series(store, run_id)
     prefixes = (
         field_prefixes(series, fields, run_id) if fields is not None else default_prefixes(series)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from iomatrix.commands.common import check_guest_image, load_plan
+from iomatrix.commands.common import check_allowed_devices, check_guest_image, load_plan
 from iomatrix.commands.options import RoleOpt
 from iomatrix.commands.run import plan_with_roles
 from iomatrix.ui import console
@@ -53,14 +53,15 @@ def plan_cmd(
 ) -> None:
     """Expand a plan into matrix cells; show pruned cells with their reasons and an estimated
     duration."""
-    from iomatrix.estimate import estimate_sweep
-    from iomatrix.matrix import estimate_seconds
-    from iomatrix.runner import plan_expansion
-    from iomatrix.safety import check_allowed_devices, resolve_allowed
-
     # as `run` checks them: a missing or wrong device is a mistake here too
     check_allowed_devices(allow_destroy)
     p, base = load_plan(plan)
+    # What expands and estimates the plan, once it is read: a mistyped plan is refused at once.
+    from iomatrix.estimate import estimate_sweep
+    from iomatrix.matrix import estimate_seconds
+    from iomatrix.runner import plan_expansion
+    from iomatrix.safety import resolve_allowed
+
     p = plan_with_roles(p, role, plan)
     # a guest image that cannot serve is said here, not after the estimate of a sweep that would
     # fail (or wait for a boot that never comes)

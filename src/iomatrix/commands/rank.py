@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from iomatrix.commands.answer_options import RANKING, AnswerOptions, answer_command
-from iomatrix.commands.common import open_store, warn_tcg
+from iomatrix.commands.common import open_store, parse_objective, warn_tcg
 from iomatrix.commands.options import format_option
 from iomatrix.errors import UserError
 from iomatrix.report.formats import ALL_FORMATS, OutputFormat
@@ -38,18 +38,18 @@ def rank_cmd(
 ) -> None:
     """Order cells per tier, group those not significantly different, and decide: one answer, a tie,
     or what it would take to separate the leaders."""
-    from iomatrix.report.objective import objective_line, parse_objective
-    from iomatrix.report.query import pick_sweep
-    from iomatrix.report.rank import rank_sweep, weighted_scores
-    from iomatrix.report.terminal import print_rankings, print_scores
-
     if top < 1:
         raise UserError(f"--top {top} is out of range", hint="use 1 or more rows per table")
     ranking = opts.ranking()
     goal = parse_objective(opts.objective)
+    # The store first, the reports after (commands/__init__.py): a missing --db is refused at once.
     store = open_store(opts.db)
     sweep, workload, min_runs = opts.sweep, opts.workload, opts.min_runs
     from iomatrix.report.fleet import fleet_wanted
+    from iomatrix.report.objective import objective_line
+    from iomatrix.report.query import pick_sweep
+    from iomatrix.report.rank import rank_sweep, weighted_scores
+    from iomatrix.report.terminal import print_rankings, print_scores
 
     if score is None and fleet_wanted(store, sweep, opts.by_host, opts.group):
         from iomatrix.report.fleet import fleet_answers, select_fleet

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from iomatrix.commands.answer_options import ANSWERING, AnswerOptions, answer_command
-from iomatrix.commands.common import open_store
+from iomatrix.commands.common import check_target, open_store, parse_objective
 from iomatrix.commands.options import MarginOpt, format_option
 from iomatrix.errors import UserError
 from iomatrix.report.formats import ALL_FORMATS, OutputFormat
@@ -58,8 +58,6 @@ def recommend(
     request."""
     # What one host's answer alone needs (--current's parsers, the consolidation tier) is imported
     # after the fleet answer's return: a fleet answer does not pay for it (issue 52).
-    from iomatrix.report.headline import check_target
-    from iomatrix.report.objective import parse_objective
     from iomatrix.ui import report_width
 
     ranking = opts.ranking()
@@ -84,9 +82,9 @@ def recommend(
         cur = parse_current(current, current_disk)
     else:
         cur = None
-    from iomatrix.report.fleet import fleet_wanted
-
     store = open_store(opts.db, fleet_sweeps_only(sweep, by_host, group, current))
+    # the reports after the store: a missing --db is refused at once
+    from iomatrix.report.fleet import fleet_wanted
 
     if (by_host or group is not None or current is None) and fleet_wanted(
         store, sweep, by_host, group
@@ -171,9 +169,15 @@ def fleet_sweeps_only(
     host's answer) read every sweep."""
     if sweep is not None or (current is not None and not by_host and group is None):
         return None
-    from iomatrix.report.fleet import answer_sweeps
 
-    return lambda meta: answer_sweeps(meta, by_host, group)
+    def choose(meta: Store) -> set[int] | None:
+        # imported when a central store is read: a missing --db file is refused before the fleet
+        # answer's modules load
+        from iomatrix.report.fleet import answer_sweeps
+
+        return answer_sweeps(meta, by_host, group)
+
+    return choose
 
 
 def register(app: typer.Typer) -> None:

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from iomatrix.commands.answer_options import ANSWERING, AnswerOptions, answer_command
-from iomatrix.commands.common import open_store
+from iomatrix.commands.common import check_target, open_store, parse_objective
 from iomatrix.ui import console
 
 NAME = "report"
@@ -32,16 +32,21 @@ def report(
         opts.target,
         opts.group,
     )
-    from iomatrix.current import parse_current
-    from iomatrix.report.headline import check_target
-    from iomatrix.report.objective import parse_objective
-    from iomatrix.report.recommend.requirements import parse_requirements
-
+    # Each option's parser imported only when the option is given: a report refused for a missing
+    # --db is refused at once (no --require: nothing to refuse; write_report adds the default).
     check_target(target)
     goal = parse_objective(opts.objective)
-    # checked here too: a bad one is refused before matplotlib loads
-    parse_requirements(require, opts.allow_data_loss)
-    cur = parse_current(current) if current is not None else None
+    if require:
+        from iomatrix.report.recommend.requirements import parse_requirements
+
+        # checked here too: a bad one is refused before matplotlib loads
+        parse_requirements(require, opts.allow_data_loss)
+    if current is not None:
+        from iomatrix.current import parse_current
+
+        cur = parse_current(current)
+    else:
+        cur = None
     store = open_store(opts.db)
     from iomatrix.report.query import pick_sweep
 

@@ -59,14 +59,14 @@ def results(
     group: FleetGroupOpt = None,
 ) -> None:
     """Results per cell × workload × metric: n, mean, CI and the samples."""
-    from iomatrix.report.query import pick_sweep, sweep_ids
-    from iomatrix.report.results import results_document
-
+    # The store first, the reports after (commands/__init__.py): a missing --db is refused at once.
     store = open_store(db)
     if raw or run_id is not None:
         _write_raw(store, run_id, raw)
         return
     from iomatrix.report.fleet import fleet_wanted
+    from iomatrix.report.query import pick_sweep, sweep_ids
+    from iomatrix.report.results import results_document
 
     # The fleet view: asked for, or the terminal table of a database holding several hosts (JSON and
     # CSV stay the results document of every sweep unless asked).

@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from iomatrix import children
 from iomatrix.commands.common import (
+    check_allowed_devices,
     check_guest_image,
     few_runs_hint,
     load_plan,
@@ -205,11 +206,11 @@ class Sweep:
 def sweep(args: RunArgs) -> None:
     """Check everything before anything is created (a bad --db leaves no workdir behind), then run
     the sweep holding the working directory's and the database's locks; publish it when asked."""
-    from iomatrix.locks import WORKDIR_LOCK, db_lock_path, exclusive, exclusive_identity
-
     publish_to, start = _checked_options(args)
     p, base = _plan_of(args)
     work = _checked_places(args)
+    from iomatrix.locks import WORKDIR_LOCK, db_lock_path, exclusive, exclusive_identity
+
     _refuse_what_cannot_run(args, p, base, work)
     if os.geteuid() != 0 and not p.keep_caches_warm:
         err_console.print(
@@ -245,7 +246,6 @@ def sweep(args: RunArgs) -> None:
 
 def _checked_options(args: RunArgs) -> tuple[DatabaseURL | None, float | None]:
     """(the store to publish to, the start time) once the options that need no plan are checked."""
-    from iomatrix.safety import check_allowed_devices
     from iomatrix.sweep.start import parse_start_at
 
     check_group_name(args.group)

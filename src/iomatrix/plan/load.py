@@ -23,13 +23,10 @@ from iomatrix.domain import axes, did_you_mean
 from iomatrix.errors import UserError
 from iomatrix.plan.model import NAME_MAX, Plan, Repetitions
 from iomatrix.plan.sections import setting_keys
-from iomatrix.plans import builtin_names
+from iomatrix.plan.source import plan_source
+from iomatrix.plans import builtin_names  # noqa: F401 (read here by commands/plans.py and tests)
 from iomatrix.textfile import read_small_text
 from iomatrix.tiers import tier_names
-
-# Old built-in names, kept working but not listed: they were named after the people whose published
-# sweeps they reproduce, which says nothing about what they run.
-PLAN_ALIASES = {"hallyn": "full-matrix-fs", "salter": "block-size-sweep"}
 
 MAX_PLAN_BYTES = 1024 * 1024  # a plan is a few hundred bytes; anything near this is not a plan
 MAX_NESTING = 32  # plans nest two levels ([[backing]] options); tomllib recurses per level
@@ -183,13 +180,6 @@ def _read_plan_file(path: Path) -> str:
     )
 
 
-def _exists(path: Path) -> bool:
-    try:
-        return path.exists()
-    except (OSError, ValueError):  # a name too long for the filesystem, or with a NUL byte
-        return False
-
-
 def _safe_name(stem: str) -> str:
     """A plan name derived from a file name: safe characters only, at most NAME_MAX long."""
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-.") or "plan"
@@ -198,23 +188,12 @@ def _safe_name(stem: str) -> str:
 
 def load_plan(name_or_path: str) -> tuple[Plan, Path | None]:
     """A built-in plan by name, or a TOML plan file. Returns the plan and its file's directory."""
-    path = Path(name_or_path)
-    if path.suffix == ".toml" or _exists(path) or "/" in name_or_path:
-        if not _exists(path):
-            raise UserError(
-                f"plan file {str(path)[:200]} does not exist",
-                hint=f"give a TOML file or a built-in plan: {', '.join(builtin_names())}",
-            )
+    path, name = plan_source(name_or_path)
+    if path is not None:
         text = _read_plan_file(path)
         source, base, default_name = str(path), path.resolve().parent, _safe_name(path.stem)
     else:
-        name = PLAN_ALIASES.get(name_or_path, name_or_path)
-        if name not in builtin_names():
-            shown = name_or_path if len(name_or_path) <= 60 else name_or_path[:59] + "…"
-            raise UserError(
-                f"unknown plan '{shown}'",
-                hint=f"built-in plans: {', '.join(builtin_names())}; or a path to a TOML file",
-            )
+        assert name is not None  # plan_source names a file or a built-in plan
         text = (resources.files("iomatrix.plans") / f"{name}.toml").read_text()
         source, base, default_name = f"built-in plan '{name}'", None, name
     if _nesting(text) > MAX_NESTING:

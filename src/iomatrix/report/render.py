@@ -135,11 +135,18 @@ def _verdict_lines(
             if v.provisional is not None and v.provisional.choice
             else None
         )
+        # Every workload ends with one configuration to use when one was measured (issue 71): the
+        # pick among cells not told apart, said as such, with why it is not decided; "no
+        # recommendation" only when nothing could be ranked.
+        said = (
+            [f"use for now: {lead}  — not told apart at this resolution", f"  {v.missing}"]
+            if lead
+            else [f"no recommendation: {v.missing}"]
+        )
         return [
             *out,
             *([f"  note: {v.basis}"] if v.basis else []),
-            f"no recommendation: {v.missing}",
-            *([f"  not settled yet; the tie-break's pick: {lead}"] if lead else []),
+            *said,
             *(f"  {line}" for line in v.evidence),
         ]
     return out + _choice_lines(v) + _risk_lines(v) + _snippet_lines(v, markdown, printed, target)

@@ -74,15 +74,7 @@ def cell_unit(runs: Sequence[tuple[str | None, int | None, int, float]]) -> Cell
     in run order. Returns the unit and the values (with their blocks) the statistics should use."""
     if not runs:
         raise ValueError("no runs")
-    boots: dict[str, list[tuple[int, int, float]]] = {}
-    for i, (boot, position, rnd, value) in enumerate(runs):
-        key = boot if boot is not None else f"#run{i}"
-        boots.setdefault(key, []).append(
-            (position if position is not None else 0, rnd, float(value))
-        )
-    ordered = sorted(
-        boots.values(), key=lambda g: (min(r for _, r, _ in g), min(p for p, _, _ in g))
-    )
+    ordered = _boots_in_order(runs)
     groups = [[v for _, _, v in sorted(g, key=lambda x: x[0])] for g in ordered]
     tl = variance_components(groups)
     shared = any(len(g) >= 2 for g in groups) and len(groups) >= 2
@@ -98,11 +90,7 @@ def cell_unit(runs: Sequence[tuple[str | None, int | None, int, float]]) -> Cell
     else:
         values = tuple(float(v) for _, _, _, v in runs)
         rounds = tuple(r for _, _, r, _ in runs)
-    later = [y for g in groups for y in g[1:]]
-    later_mean = sum(later) / len(later) if later else None
-    effect = None
-    if tl.first_run_effect is not None and later_mean:
-        effect = tl.first_run_effect / later_mean
+    effect = _relative_first_run_effect(tl.first_run_effect, groups)
     return CellUnit(
         unit="boot-means" if use_boots else "runs",
         values=values,
@@ -114,3 +102,30 @@ def cell_unit(runs: Sequence[tuple[str | None, int | None, int, float]]) -> Cell
         first_run_effect=effect if shared else None,
         first_run_boots=tl.first_run_boots if shared else 0,
     )
+
+
+def _boots_in_order(
+    runs: Sequence[tuple[str | None, int | None, int, float]],
+) -> list[list[tuple[int, int, float]]]:
+    """Each boot's runs as (position in the boot, round, value), the boots in the order they ran
+    (their first round, then their first position); a run without a boot id is a boot of its
+    own."""
+    boots: dict[str, list[tuple[int, int, float]]] = {}
+    for i, (boot, position, rnd, value) in enumerate(runs):
+        key = boot if boot is not None else f"#run{i}"
+        boots.setdefault(key, []).append(
+            (position if position is not None else 0, rnd, float(value))
+        )
+    return sorted(boots.values(), key=lambda g: (min(r for _, r, _ in g), min(p for p, _, _ in g)))
+
+
+def _relative_first_run_effect(
+    first_run_effect: float | None, groups: Sequence[Sequence[float]]
+) -> float | None:
+    """The cold first run's effect as a share of the mean of the boots' later runs; None without
+    an effect or later runs (or with a later mean of 0)."""
+    later = [y for g in groups for y in g[1:]]
+    later_mean = sum(later) / len(later) if later else None
+    if first_run_effect is None or not later_mean:
+        return None
+    return first_run_effect / later_mean

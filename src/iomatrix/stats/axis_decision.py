@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from iomatrix.stats.equivalence import tost
 from iomatrix.stats.looks import look_level
 from iomatrix.stats.main_effects import AxisEffect, axis_effect, stratum_name
-from iomatrix.stats.moderated import Prior, cell_variances
+from iomatrix.stats.moderated import Prior, cell_variances, pair_variance
 from iomatrix.stats.paired import paired_comparison
 from iomatrix.stats.summary import t_quantile, t_two_sided_p
 
@@ -136,8 +136,8 @@ def cell_variances_of(data: Mapping[str, Sequence[tuple[int, float]]]) -> dict[s
     for i in range(len(cells)):
         for j in range(i + 1, len(cells)):
             pc = paired_comparison(table[cells[i]], table[cells[j]])
-            if pc.se_log is not None and pc.rounds >= 2:
-                pairs.append((i, j, pc.se_log**2 * pc.rounds, float(pc.df)))
+            if (s_sq := pair_variance(pc)) is not None:
+                pairs.append((i, j, s_sq, float(pc.df)))
     v = cell_variances(pairs, len(cells))
     return {} if v is None else dict(zip(cells, v, strict=True))
 

@@ -563,6 +563,29 @@ def independent_analysis(
     )
 
 
+def _no_block_analysis(
+    table: Mapping[str, Mapping[int, float]], complete: Sequence[int]
+) -> str | None:
+    """Why the cells cannot be compared with the round as a block, before any ANOVA (the Welch
+    fallback's reason); None when they can: every value has a logarithm and ≥ 2 rounds hold every
+    cell."""
+    if any(v <= 0 for row in table.values() for v in row.values()):
+        return "a value ≤ 0 has no logarithm"
+    if len(complete) < 2:
+        return f"only {len(complete)} round(s) hold every cell (a block analysis needs 2)"
+    return None
+
+
+def _residual_normality_p(resid: np.ndarray) -> float | None:
+    """Shapiro–Wilk's p of the block ANOVA's residuals; None with fewer than 3 of them or no
+    spread (the test is undefined there)."""
+    if not (resid.size >= 3 and float(np.ptp(resid)) > 1e-12):
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return shapiro_p(resid)
+
+
 def blocked_analysis(
     data: Mapping[str, Sequence[tuple[int, float]]],
     alpha: float = DECISION_ALPHA,
@@ -582,24 +605,14 @@ def blocked_analysis(
     cells = list(table)
     all_rounds = sorted({r for row in table.values() for r in row})
     complete = [r for r in all_rounds if all(r in table[c] for c in cells)]
-    if any(v <= 0 for row in table.values() for v in row.values()):
+    if (why := _no_block_analysis(table, complete)) is not None:
         return _welch(
             cells=cells,
             table=table,
             alpha=alpha,
             confidence=confidence,
             complete=complete,
-            why="a value ≤ 0 has no logarithm",
-            notes=notes,
-        )
-    if len(complete) < 2:
-        return _welch(
-            cells=cells,
-            table=table,
-            alpha=alpha,
-            confidence=confidence,
-            complete=complete,
-            why=f"only {len(complete)} round(s) hold every cell (a block analysis needs 2)",
+            why=why,
             notes=notes,
         )
     dropped = [r for r in all_rounds if r not in complete]
@@ -618,11 +631,7 @@ def blocked_analysis(
             why="no residual degrees of freedom",
             notes=notes,
         )
-    normality_p: float | None = None
-    if resid.size >= 3 and float(np.ptp(resid)) > 1e-12:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            normality_p = shapiro_p(resid)
+    normality_p = _residual_normality_p(resid)
     if allow_nonparametric and normality_p is not None and normality_p < NORMALITY_ALPHA:
         return _friedman(cells, table, alpha, complete, base, normality_p)
     diag = (

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from iomatrix.errors import UserError
+from iomatrix.errors import UserError, no_results_database
 from iomatrix.locks import db_lock_path, identity_held, is_held
 from iomatrix.store import wal_names
 from iomatrix.store.integrity import DamageReport, find_damage
@@ -603,10 +603,7 @@ def _open_read_only(path: Path, skip_damaged: bool) -> tuple[sqlite3.Connection,
     except NotOurs as why:
         raise _refuse(path, why) from None
     if not exists:
-        raise UserError(
-            f"results database {path} does not exist",
-            hint="run 'iomatrix run' first, or point --db at its file",
-        )
+        raise no_results_database(path)
     db = _connect_ro(path)
     try:
         found = inspect(db)
