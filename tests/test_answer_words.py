@@ -4,8 +4,8 @@ the built-in quick plan's roles, 128 MiB regions on a 23.5 GiB host):
 * the first screen says its cache=writeback figures are memory's, within 30 lines at 80, 100 and
   160 columns and for every target (the roles' jobs had no shape, so it was never said);
 * a comparison's basis is said without a count of rounds ("[paired run by run]");
-* where a ratio's 95 % interval is clear of 1 beside a status not decided, the answer says the
-  intervals are 95 % and the decision's test stricter: in the JSON, the HTML, and on the first
+* where a ratio's 95% interval is clear of 1 beside a status not decided, the answer says the
+  intervals are 95% and the decision's test stricter: in the JSON, the HTML, and on the first
   screen after the pick's first "vs" line or at the end of its "more:" line where it has room,
   never at the cost of a fact or a snippet's whole form.
 """

@@ -150,7 +150,7 @@ class Pick:
     # is then what runs, and nothing is converted or switched (no snippet, no data step).
     candidate: str = ""
     # What its printed intervals are, where one clear of 1 stands beside a status not decided
-    # (pick_interval_note): said after its first "vs" line where the screen has room.
+    # (pick_interval_note): said after its first "vs" line where the first screen has room.
     interval_note: str = ""
     keep_why: str = ""
 
@@ -289,23 +289,25 @@ class Headline:
         }
 
 
-# The intervals an answer prints are 95 %, while the rule decides at its look's level over the race
-# (stats/looks.py: ℓ* = 0.0024 at α = 0.02), wider than 95 % because it looks after every round
+# The intervals an answer prints are 95%, while the rule decides at its look's level over the race
+# (stats/looks.py: ℓ* = 0.0024 at α = 0.02), wider than 95% because it looks after every round
 # (docs/statistics.md §10b): an interval clear of 1 beside "not told apart" is not a contradiction,
-# and the answer says why (issue 70), in the same words in text, Markdown, HTML and JSON: in a few
-# words, after the pick's first "vs" line on the first screen (report/screen_alternatives.py).
-INTERVAL_NOTE = "95 % intervals; each decision's test is stricter: docs/statistics.md §10b"
+# and the answer says why (issue 70), in the same words in text, Markdown, HTML and JSON: on the
+# first screen after the pick's first "vs" line, else at the end of the "more:" line, where it has
+# room (report/screen.py: headline_text); at the end of the "more:" line in Markdown and --detail;
+# below the picks in the HTML; "interval_note" in the JSON.
+INTERVAL_NOTE = "95% intervals; each decision's test is stricter: docs/statistics.md §10b"
 
 
 def interval_note(picks: list[Pick]) -> str:
-    """INTERVAL_NOTE where some workload's ratio, against its baseline or an alternative, has a 95 %
+    """INTERVAL_NOTE where some workload's ratio, against its baseline or an alternative, has a 95%
     interval clear of 1 while its status is not "decided" (pick_interval_note); "" elsewhere."""
     return INTERVAL_NOTE if any(pick_interval_note(p) for p in picks) else ""
 
 
 def pick_interval_note(p: Pick) -> str:
     """INTERVAL_NOTE where one of the pick's workloads, not "decided", has a ratio (against its
-    baseline or an alternative) whose 95 % interval is clear of 1; "" elsewhere. Every target's
+    baseline or an alternative) whose 95% interval is clear of 1; "" elsewhere. Every target's
     baseline stands among the other targets' alternatives, so the note is the same whichever
     target."""
     for wg in p.gains:

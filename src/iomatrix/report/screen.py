@@ -103,8 +103,9 @@ def headline_text(h: Headline, width: int, markdown: bool = False, fit: bool = T
         squeeze = not markdown and any(p.storage is not None for p in h.picks)
         # --detail (not `fit`): every storage setting, risk and snippet whole (a screen's short
         # forms point there; issue 49: a configuration not separated yet had its storage.cfg
-        # nowhere)
-        return _laid_out(h, width, markdown, squeeze, 0, whole=not fit)[0]
+        # nowhere); the intervals' note once, at the end of its "more:" line
+        doc = replace(_without_interval_notes(h), interval_note=h.interval_note)
+        return _laid_out(doc, width, markdown, squeeze, 0, whole=not fit)[0]
     # What the screen holds is chosen without the intervals' note (Pick.interval_note), which then
     # follows the first "vs" line where the screen as laid out has room for it, else ends the
     # "more:" line: a crowded screen keeps every fact and every snippet's form, and leaves the note
@@ -117,8 +118,10 @@ def headline_text(h: Headline, width: int, markdown: bool = False, fit: bool = T
     plain = _screen_text(bare, width, layout)
     for noted in (replace(h, interval_note=""), replace(bare, interval_note=h.interval_note)):
         text = _screen_text(noted, width, layout)
-        # a note that costs a snippet its whole form (fewer lines) is left to --detail
-        if _fits(text, width) and text.count("\n") >= plain.count("\n"):
+        # said (a pick whose "vs" lines the screen leaves out says it nowhere), and not at the cost
+        # of a snippet's whole form (fewer lines): else left to --detail
+        said = bool(h.interval_note) and h.interval_note in " ".join(text.split())
+        if said and _fits(text, width) and text.count("\n") >= plain.count("\n"):
             return text
     return plain
 
@@ -428,9 +431,10 @@ def _tail(
     for line in h.guests:
         out += wrap(f"guest: {line}", width)
     # the densest screen names no tool (`--help` lists them): its line goes to the answer's ratios,
-    # as it goes to the intervals' note where that ends it (headline_text)
+    # as a squeezed screen's does to the intervals' note where that ends it (headline_text)
     note = f" · {h.interval_note}" if h.interval_note else ""
-    others = "TOOL" if dense >= 4 or note else "|".join(t for t in TARGETS if t != h.target)
+    tool = dense >= 4 or (squeeze and bool(note))
+    others = "TOOL" if tool else "|".join(t for t in TARGETS if t != h.target)
     # a squeezed screen's configurations end with their snippets: no gap needed to tell them apart
     if not squeeze:
         out.append("")
