@@ -173,5 +173,5 @@ def test_a_race_stopped_as_not_separable_within_the_budget_says_so_in_rank(tmp_p
     )
     [wr] = rank_sweep(store, sid, None, None)
     assert wr.decision is not None and wr.decision.answer is None
-    assert wr.decision.statement.startswith("not separable within the budget")
+    assert wr.decision.statement.startswith("not told apart within the budget")
     assert any("stopped after round 4" in n and "within the budget" in n for n in wr.notes())
