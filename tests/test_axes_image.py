@@ -607,15 +607,22 @@ def test_block_layer_whole_image_l2_cache_runs_on_a_wide_thin_image(tmp_path: Pa
     # asked for was a measured speed, and its three runs per cell took a minute); that the decision
     # rule names whole-image on such runs is
     # test_whole_image_l2_cache_is_the_answer_on_captured_runs.
+    # cache=unsafe (issue 67): each of the prefill's 2048 writes allocates an L2 table, which QEMU
+    # writes with a flush of the image (qcow2's l2_allocate: the table, then the L1 entry, each
+    # synced); at cache=none that was ~4 s of each run's ~9 (matrix.py's 500 such writes a
+    # second), under unsafe the flushes are dropped. Which cache mode the reads go through is not
+    # what this test checks (bench/l2_cache.py measures at cache=none); half-second runs likewise.
     con, iops = _sweep(
         tmp_path,
         {
             **BASE,
             "name": "l2",
             "format": ["qcow2"],
+            "cache": ["unsafe"],
             "aio": ["io_uring"],
             "l2_cache": ["default", "whole-image"],
             "workloads": ["rand-read-4k-sparse-1t"],
+            "runtime": 0.5,
             "repetitions": {"min": 2, "max": 2},
         },
     )
@@ -638,16 +645,24 @@ def test_block_layer_whole_image_l2_cache_runs_on_a_wide_thin_image(tmp_path: Pa
         assert (",l2-cache-size=134217728," in graph) == key.endswith("l2_cache=whole-image"), graph
     # each cell measured: a read rate stored for both (their ratio is not asked)
     assert sorted(iops) == [
-        "blocklayer/qcow2/off/none/io_uring/-/dir/none",
-        "blocklayer/qcow2/off/none/io_uring/-/dir/none+l2_cache=whole-image",
+        "blocklayer/qcow2/off/unsafe/io_uring/-/dir/none",
+        "blocklayer/qcow2/off/unsafe/io_uring/-/dir/none+l2_cache=whole-image",
     ] and all(v > 0 for xs in iops.values() for v in xs), iops
     # Nothing left on the backing: each run's image is removed.
     assert not list((tmp_path / "work").glob("backings/*/*.qcow2*"))
     # The recommendation reads these runs without error; *which* answer they give depends on how a
     # loaded host spread them, so the decision rule is checked on captured runs instead
-    # (test_whole_image_l2_cache_is_the_answer_on_captured_runs).
+    # (test_whole_image_l2_cache_is_the_answer_on_captured_runs). --allow-data-loss: both cells
+    # are cache=unsafe, which the answer otherwise sets aside as not power-loss safe.
     rec = run_cli(
-        "recommend", "--db", str(tmp_path / "r.sqlite"), "--target", "qemu", "--min-runs", "2"
+        "recommend",
+        "--db",
+        str(tmp_path / "r.sqlite"),
+        "--target",
+        "qemu",
+        "--min-runs",
+        "2",
+        "--allow-data-loss",
     )
     assert rec.returncode == 0, rec.stderr
     assert "l2_cache=whole-image" in rec.stdout
