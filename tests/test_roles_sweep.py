@@ -79,13 +79,19 @@ def test_blocklayer_sweep_with_a_role(tmp_path: Path) -> None:
     assert role["role"] == "database" and role["jobs"] == ["database:data", "database:log"]
     assert role["text"].startswith("For a database VM: ")
     # three runs a cell may leave it unsettled: then it says which figure is not
-    if role["cell"] is not None:
+    if role["cell"] is not None and role["tradeoff"] is None:
         assert [f["figure"] for f in role["figures"]] == [
             "log:write.iops",
             "data:read.clat_p99_us",
             "data:write.clat_p99_us",
         ]
         assert all(f["mean"] and f["mean"] > 0 for f in role["figures"])
+    elif role["cell"] is not None:
+        # A trade-off (the log's pick vetoed on the data files' p99) that the weights did not settle
+        # still names a cell (issue 71), with the trade-off as its reason; the figures are listed
+        # only when the weights settled it. Seen here at 3 runs a cell (2026-11-28): cache=none
+        # led on commits, writeback's page cache on the data p99.
+        assert role["status"] == "tied" and "trade-off" in role["unresolved"], role
     else:
         assert role["missing"]
     md = run_cli("recommend", "--db", "r.sqlite", "--format", "markdown", cwd=tmp_path).stdout
