@@ -41,10 +41,12 @@ tests beside the pairs' own family). Then:
 * otherwise → ``per_cell``: one answer does not fit every stratum, the cells' own pairwise
   decisions stand.
 
-Why not the margin alone: with a tail-latency figure (per-run SD of a log ratio ~0.6 on this kind
-of host) two strata of a 2× effect land 10–20 % apart by chance alone, so "every stratum within 5 %
-of the common ratio" sent a 2.1× cache effect back to the cells in 2 of 5 quickstarts, where
-neither cell's own pair could be decided (docs/benchmarks-history.md, 2026-11-28 09:41).
+Why not the margin alone: estimates of two strata land apart by chance, and by more on a tail
+latency. In the 09:41 quickstart batch writeback's p99 against cache=none was 0.41–0.61× by
+format, the two formats 1–17 % apart; "every stratum within 5 % of the common ratio" sent the
+cache axis to the cells in 3 of 5 runs, and in 2 of those a cell's own pair was not decided. By
+this rule one of the two is decided (strata 12 % apart, F p 0.67); the other's F test rejects
+(p 0.001 on 3 rounds), and it stays per cell (docs/benchmarks-history.md, 2026-11-28 09:41).
 
 Worked example (cache writeback a against none b, strata raw and qcow2, 3 rounds, higher is
 better, no prior): raw d = 0.20, 0.25, 0.15; qcow2 d = 0.22, 0.18, 0.20 → D̄ = 0.2, SE = 0.012583
