@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 
+from iomatrix.domain import BASELINES, axes
 from iomatrix.report.headline import all_targets, headline
 from iomatrix.report.naming import names_without
 from iomatrix.report.one_config import Decision, one_config
@@ -145,3 +146,37 @@ def test_the_ceph_plans_answer_names_its_configurations_without_clients(
         said = flat.replace("finding: with clients=1:", "finding:")
         assert "clients=" not in said, text
         assert said.count(f"{pick.verb}: {pick.name}") == 1, text
+
+
+def test_a_cells_twin_at_qemus_defaults_runs_at_its_own_client_count_and_rtt() -> None:
+    cell = {
+        "format": "raw",
+        "cache": "none",
+        "aio": "threads",
+        "backing": "rbd",
+        "rtt": "2ms",
+        "clients": "4",
+        "rbd_cache_writethrough_until_flush": "off",
+    }
+    twin = axes.baseline_values(cell, BASELINES[0])
+    assert (twin["clients"], twin["rtt"]) == ("4", "2ms"), twin
+    assert twin["rbd_cache_writethrough_until_flush"] == "on", twin
+    assert "clients" not in axes.later_at_default(cell)
+
+
+def test_every_client_counts_line_has_its_ratio_to_qemus_default(
+    ceph_clients: Recommendation,
+) -> None:
+    """The ceph sweep measured QEMU's default at 1, 2 and 4 clients: each count's answer quotes
+    it (at 2 and 4 it said "not in this sweep", its twin looked for at 1 client)."""
+    head = headline(ceph_clients, "vm")
+    own = [
+        wg
+        for p in head.picks
+        for wg in p.gains
+        if wg.status not in ("joined", "joined-provisional")
+    ]
+    assert {client_count(wg.workload) for wg in own} == {"1", "2", "4"}, own
+    for wg in own:
+        assert wg.gain is not None and wg.gain.ratio is not None, wg
+        assert wg.gain.ratio.ratio is not None and wg.against == "QEMU's default", wg
