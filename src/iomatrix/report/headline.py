@@ -11,7 +11,7 @@ computes a statistic."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -402,10 +402,8 @@ def _headline(rec: Recommendation, host: str, target: str) -> Headline:
     # Answered per number of clients on one backend (report/per_backing.py): the count is a
     # condition the answer's name says, so the configurations are compared and named without it,
     # and the same settings at 1, 2 and 4 clients are one configuration (issue 70).
-    across = any(client_count(v.workload) for v in ranked)
-    of = _configuration if across else _itself
-    labels = [c for v in ranked for c in verdict_labels(v)]
-    names = names_without(labels, CLIENTS) if across else cell_names(labels)
+    of = _configuration if _per_client_count(ranked) else _itself
+    names = answer_names(ranked)
     configs = group_configs(ranked, of) if not rec.roles else {}
     joined: list[tuple[Verdict, Verdict, str, str]] = []
     for v in ranked:
@@ -474,6 +472,18 @@ def _brief_roles(rec: Recommendation, names: CellNames) -> list[tuple[str, str]]
         keep = _role_keeps(r, names, rec)
         out.append((keep or names.rename(r.brief()), names.rename(r.brief_figures())))
     return out
+
+
+def _per_client_count(verdicts: Sequence[Verdict]) -> bool:
+    """Some verdict answers at one number of clients on its backend (per_backing.answered_on)."""
+    return any(client_count(v.workload) for v in verdicts)
+
+
+def answer_names(verdicts: Sequence[Verdict]) -> CellNames:
+    """The short names of every cell the verdicts name (verdict_labels); without the number of
+    clients where they answer per client count, a condition their names say (issue 70)."""
+    labels = [c for v in verdicts for c in verdict_labels(v)]
+    return names_without(labels, CLIENTS) if _per_client_count(verdicts) else cell_names(labels)
 
 
 def _itself(label: str) -> str:
