@@ -213,10 +213,13 @@ def test_a_ceph_sweep_whose_answers_differ_per_client_count_is_answered(tmp_path
     """The built-in ceph plan's sweep (tests/data/answers/ceph-clients.sqlite: 1, 2 and 4 clients
     on one rbd backend, answers that differ per client count) ends with an answer, as `iomatrix run
     ceph` printed none ("internal error: TypeError: unhashable type: 'dict'") until the trade-off
-    line keyed the backing group's configurations by the group's name; that line is printed once."""
+    line keyed the backing group's configurations by the group's name; that line is printed at
+    most once (not at all since the client counts are one configuration's conditions, issue 70:
+    tests/test_conditions_not_choices.py)."""
     db = tmp_path / "ceph-clients.sqlite"
     shutil.copy(DATA / "answers" / "ceph-clients.sqlite", db)
     res = run_cli("recommend", "--db", str(db))
     assert res.returncode == 0, res.stderr
     assert "internal error" not in res.stdout + res.stderr
-    assert res.stdout.count("on rbd, the answers differ") == 1, res.stdout
+    said = res.stdout.count("on rbd, the answers differ") + res.stdout.count("on rbd, a trade-off")
+    assert said <= 1, res.stdout

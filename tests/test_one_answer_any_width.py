@@ -5,12 +5,13 @@ one grammar ("A is N× B", a latency "N× lower/higher latency").
 The captured sweeps: tests/data's quick sweeps (the golden one, the quickstart's roles, quick's
 roles, the unsafe-fastest one, the four quick reversals), the shared-storage answers
 (tests/data/answers: a Ceph cluster with librbd's writethrough-until-flush, two custom job files on
-Ceph, two job files on an iSCSI LUN) and a shared-storage sweep of two backings (the iSCSI LUN's and
-the Ceph cluster's verdicts answered together, as the built-in shared-storage plan answers per
-backing). "Facts" are what the answer says, not how it is laid out: the decisions (each
-configuration and the workloads it is the answer for, with their statuses), every ratio with its
-interval, and each risk statement (whole, in its first clause, or by name). The width and the
-target may change the line breaks, the snippet and the baseline's name; nothing else.
+Ceph, the built-in ceph plan at 1, 2 and 4 clients, two job files on an iSCSI LUN) and a
+shared-storage sweep of two backings (the iSCSI LUN's and the Ceph cluster's verdicts answered
+together, as the built-in shared-storage plan answers per backing). "Facts" are what the answer
+says, not how it is laid out: the decisions (each configuration and the workloads it is the answer
+for, with their statuses), every ratio with its interval, and each risk statement (whole, in its
+first clause, or by name). The width and the target may change the line breaks, the snippet and
+the baseline's name; nothing else.
 
 One parametrised file on purpose: the snippets' checks ("no … inside a snippet") extend it."""
 
@@ -41,6 +42,8 @@ SWEEPS: dict[str, tuple[Path, ...]] = {
     **{f"quick-reversals-{x}": (DATA / "quick-reversals" / f"sweep-{x}.sqlite",) for x in "abcd"},
     "ceph": (ANSWERS / "ceph-flush-trap.sqlite",),
     "ceph-custom-jobs": (ANSWERS / "ceph-custom-jobs.sqlite",),
+    # the built-in ceph plan at 1, 2 and 4 clients: one configuration across the client counts
+    "ceph-clients": (ANSWERS / "ceph-clients.sqlite",),
     "iscsi": (ANSWERS / "iscsi-lun-cache-jobs.sqlite",),
     # one answer per backing, as the built-in shared-storage plan gives
     "shared-storage": (

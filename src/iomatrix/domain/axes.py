@@ -67,7 +67,7 @@ from iomatrix.domain.local_axes import (
     size_words,
     whole_image_l2_cache_bytes,
 )
-from iomatrix.domain.network_axes import ordered
+from iomatrix.domain.network_axes import CONDITIONS, ordered
 from iomatrix.domain.spellings import NOVA_BACKEND_KEYS, SpellingKey, Writer
 from iomatrix.errors import UserError
 from iomatrix.plugins import PluginError, load_entry_points
@@ -500,10 +500,16 @@ def baseline_values(values: Mapping[str, str], baseline: domain.Baseline) -> dic
     """The values of `values`' twin at a tool's defaults (domain.BASELINES): its cache and aio, and
     every later axis that applies (not "-") at its default, as the tool runs it when nothing is set
     (QEMU without detect-zeroes= runs zero detection off); the first release's other axes (format,
-    bus, backing, …) are the user's storage, not a default, and stay."""
+    bus, backing, …) are the user's storage, not a default, and stay, and so do the conditions the
+    cell ran in (network_axes.CONDITIONS: its round-trip time, its number of clients)."""
     twin = {**values, "cache": baseline.cache.value, "aio": baseline.aio.value}
     for axis in REGISTRY.values():
-        if not axis.always_named and not axis.free_values and values.get(axis.name, NA) != NA:
+        if (
+            not axis.always_named
+            and not axis.free_values
+            and axis.name not in CONDITIONS
+            and values.get(axis.name, NA) != NA
+        ):
             twin[axis.name] = axis.default
     # A platform that chooses the bus and later axes (Proxmox's virtio-scsi-single with an
     # IOThread): those, where the cell's tier has the axis.
@@ -524,6 +530,7 @@ def later_at_default(values: Mapping[str, str]) -> dict[str, str]:
         for a in REGISTRY.values()
         if not a.always_named
         and not a.free_values
+        and a.name not in CONDITIONS
         and values.get(a.name, NA) not in (NA, a.default)
     }
 

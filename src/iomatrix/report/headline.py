@@ -11,6 +11,7 @@ computes a statistic."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -20,8 +21,9 @@ from iomatrix.errors import UserError
 from iomatrix.plan.current_cell import MeasuredCurrent
 from iomatrix.protocol_registry import snippet_targets
 from iomatrix.report.guests import guest_lines
-from iomatrix.report.naming import CellNames, cell_names
+from iomatrix.report.naming import CellNames, cell_names, names_without
 from iomatrix.report.one_config import Decision, GroupConfig, one_config
+from iomatrix.report.per_backing import CLIENTS, client_count, configuration
 from iomatrix.report.recommend import (
     DOCUMENTED,
     SITUATIONS,
@@ -397,8 +399,12 @@ def _headline(rec: Recommendation, host: str, target: str) -> Headline:
         f"{v.workload}: {v.missing}" for v in rec.verdicts if verdict_tier(v.workload) is not None
     ]
     ranked = _ranked(rec)
-    names = cell_names([c for v in ranked for c in verdict_labels(v)])
-    configs = group_configs(ranked) if not rec.roles else {}
+    # Answered per number of clients on one backend (report/per_backing.py): the count is a
+    # condition the answer's name says, so the configurations are compared and named without it,
+    # and the same settings at 1, 2 and 4 clients are one configuration (issue 70).
+    of = _configuration if _per_client_count(ranked) else _itself
+    names = answer_names(ranked)
+    configs = group_configs(ranked, of) if not rec.roles else {}
     joined: list[tuple[Verdict, Verdict, str, str]] = []
     for v in ranked:
         found = answer_of(v)
@@ -407,13 +413,13 @@ def _headline(rec: Recommendation, host: str, target: str) -> Headline:
             continue
         shown, status = found
         cell = configs[v.workload].assigned[v.workload] if v.workload in configs else None
-        if cell is not None and shown.choice is not None and cell != shown.choice.cell:
+        if cell is not None and shown.choice is not None and cell != of(shown.choice.cell):
             joined.append((v, shown, status, cell))
             continue
-        _answer(answered, v, shown, status, target, names.varying)
+        _answer(answered, v, shown, status, target, names.varying, of)
         _note(v, shown, declined, basis)
     for v, shown, status, cell in joined:
-        _join(answered, v, shown, status, cell=cell, target=target, varied=names.varying)
+        _join(answered, v, shown, status, cell=cell, target=target, varied=names.varying, of=of)
     _name_picks(list(answered.values()), names, rec.current)
     picks = list(answered.values())
     for p in picks:
@@ -468,17 +474,42 @@ def _brief_roles(rec: Recommendation, names: CellNames) -> list[tuple[str, str]]
     return out
 
 
-def group_configs(ranked: list[Verdict]) -> dict[str, GroupConfig]:
+def _per_client_count(verdicts: Sequence[Verdict]) -> bool:
+    """Some verdict answers at one number of clients on its backend (per_backing.answered_on)."""
+    return any(client_count(v.workload) for v in verdicts)
+
+
+def answer_names(verdicts: Sequence[Verdict]) -> CellNames:
+    """The short names of every cell the verdicts name (verdict_labels); without the number of
+    clients where they answer per client count, a condition their names say (issue 70)."""
+    labels = [c for v in verdicts for c in verdict_labels(v)]
+    return names_without(labels, CLIENTS) if _per_client_count(verdicts) else cell_names(labels)
+
+
+def _itself(label: str) -> str:
+    return label
+
+
+def _configuration(label: str) -> str:
+    """A cell's label without its number of clients (per_backing.configuration)."""
+    return configuration(label) or label
+
+
+def group_configs(
+    ranked: list[Verdict], of: Callable[[str], str] = _itself
+) -> dict[str, GroupConfig]:
     """Each per-backing workload's group configuration (report/one_config.py), by workload;
     workloads answered across the backings (no group) are left out: their answers are each VM's
-    own."""
+    own. `of`: the configuration a cell's label stands for (_configuration: the same settings at
+    every number of clients are one), which the decisions compare."""
     decisions = []
     for v in ranked:
         found = answer_of(v)
         if found is None or not v.group or found[0].choice is None:
             continue
         choice = found[0].choice
-        decisions.append(Decision(v.workload, v.group, choice.cell, found[1], choice.tied))
+        tied = tuple(of(t) for t in choice.tied)
+        decisions.append(Decision(v.workload, v.group, of(choice.cell), found[1], tied))
     return {w: c for c in one_config(decisions) for w in c.assigned}
 
 
@@ -523,12 +554,14 @@ def _answer(
     status: str,
     target: str,
     varied: tuple[str, ...] = (),
+    of: Callable[[str], str] = _itself,
 ) -> None:
-    """The workload's own answer, in the pick of its cell."""
+    """The workload's own answer, in the pick of its cell (`of`: the configuration a label stands
+    for, which picks, gains and alternatives are named by: group_configs)."""
     assert shown.choice is not None
     settled = status != "provisional"
     kept = status == "equivalent"
-    cell = shown.choice.cell
+    cell = of(shown.choice.cell)
     # One configuration is one pick: a workload still provisional on a cell another workload has
     # settled on joins that pick (its own line says it is not told apart yet), rather than the same
     # configuration standing twice, once as the answer and once as "use for now".
@@ -537,27 +570,35 @@ def _answer(
         pick = answered[decided[0]]
     else:
         pick = answered.setdefault((cell, settled, kept), _pick(shown, target, settled, varied))
+        pick.cell = pick.name = cell
         pick.kept = kept
         if settled and (early := answered.pop((cell, False, False), None)) is not None:
             pick.gains[:0] = early.gains
     against, gain = _reference_gain(shown, target)
-    alternatives, baselines = _with_baselines(shown, cell)
+    alternatives, baselines = _with_baselines(shown, shown.choice.cell)
     pick.gains.append(
         WorkloadGain(
             workload=v.workload,
             metric=v.metric,
             status=status,
             against=against,
-            gain=gain,
+            gain=_labelled(gain, of),
             tier=shown.tier,
             kept=shown.choice.kept,
-            alternatives=alternatives,
+            alternatives=tuple(g for a in alternatives if (g := _labelled(a, of)) is not None),
             group=v.group,
-            baselines=baselines,
+            baselines=tuple(of(b) for b in baselines),
             unresolved=v.unresolved[0],
             unresolved_brief=v.unresolved[1],
         )
     )
+
+
+def _labelled(g: Gain | None, of: Callable[[str], str]) -> Gain | None:
+    """`g` with its cell's label the configuration it stands for (`of`)."""
+    if g is None or g.label is None or of(g.label) == g.label:
+        return g
+    return replace(g, label=of(g.label))
 
 
 def _with_baselines(v: Verdict, cell: str) -> tuple[tuple[Gain, ...], tuple[str, ...]]:
@@ -582,22 +623,24 @@ def _join(
     cell: str,
     target: str,
     varied: tuple[str, ...] = (),
+    of: Callable[[str], str] = _itself,
 ) -> None:
     """A workload answered with its backing's one configuration `cell`, which its decision tied with
     its own pick: its line states that configuration over its own pick (the decision's alternative,
-    when it measured it)."""
+    when it measured it). `of`: as _answer's."""
     assert shown.choice is not None
     pick = next((p for p in answered.values() if p.cell == cell), None)
     # its configuration is nobody's own answer here (cannot be, one_config picks among them)
     if pick is None:
-        _answer(answered, v, shown, status, target, varied)
+        _answer(answered, v, shown, status, target, varied, of)
         return
-    alt = next((a for a in shown.alternatives if a.label == cell), None)
+    alt = next((a for a in shown.alternatives if a.label and of(a.label) == cell), None)
     # the alternative is its own pick over `cell`: turned, `cell` over its own pick
     over = None if alt is None or alt.ratio is None else turned(alt.ratio)
+    own = of(shown.choice.cell)
     gain = Gain(
-        f"its own pick ({shown.choice.cell})",
-        shown.choice.cell,
+        f"its own pick ({own})",
+        own,
         over if alt is not None else None,
         "" if alt is not None else "not told apart by its decision",
     )
@@ -609,7 +652,7 @@ def _join(
             against="",
             gain=gain,
             tier=shown.tier,
-            own=shown.choice.cell,
+            own=own,
             group=v.group,
         )
     )

@@ -29,6 +29,23 @@ def parse_label(label: str) -> dict[str, str]:
     return dict(p.split("=", 1) for p in label.split() if "=" in p)
 
 
+def without_axis(label: str, axis: str) -> str:
+    """`label` without its `axis=value` pair: 'format=raw clients=2 cache=none', 'clients' →
+    'format=raw cache=none'."""
+    return " ".join(p for p in label.split(" ") if p and not p.startswith(f"{axis}="))
+
+
+def names_without(labels: Iterable[str], axis: str) -> CellNames:
+    """cell_names of `labels` read without `axis` (a condition the cells were measured in, not a
+    setting that tells configurations apart: the clients sharing a backend, issue 70), each full
+    label named as its configuration is: 'cache=none clients=1' and 'cache=none clients=4' both
+    'cache=none', and `rename` puts that name in place of either."""
+    unique = list(dict.fromkeys(labels))
+    short = cell_names(without_axis(lab, axis) for lab in unique)
+    names = {**{lab: short.of(without_axis(lab, axis)) for lab in unique}, **short.names}
+    return CellNames(names, short.varying, short.constant)
+
+
 def _order(name: str) -> int:
     known = axis_registry.names()
     return known.index(name) if name in known else len(known)

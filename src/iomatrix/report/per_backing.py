@@ -19,8 +19,14 @@ from iomatrix.backing.spec import parse_backing
 from iomatrix.domain import NA, NULL_BACKING
 from iomatrix.domain.rtt import rtt_ms
 from iomatrix.errors import UserError
+from iomatrix.report.naming import without_axis
 from iomatrix.report.query import CellWorkload
 from iomatrix.store import Store
+
+# The condition axis one configuration is chosen across within a backing group (configuration_group,
+# configuration): the number of clients sharing the backend. The emulated round-trip time makes a
+# group of its own ("iscsi at rtt=2ms").
+CLIENTS = "clients"
 
 
 def answer_backings(plan_definition: Mapping[str, Any]) -> list[str] | None:
@@ -87,7 +93,7 @@ def answer_groups(
     out: list[tuple[str | None, list[CellWorkload]]] = []
     for label in backings:
         for rtt, near in at_each_condition(on_backing(cws, label), workload, "rtt"):
-            for clients, mine in at_each_condition(near, workload, "clients"):
+            for clients, mine in at_each_condition(near, workload, CLIENTS):
                 if any(c.workload == workload and c.axes.get("backing") == label for c in mine):
                     out.append((answered_on(workload, label, rtt, clients), mine))
     return out
@@ -100,7 +106,7 @@ def answered_on(
     return (
         f"{workload} on {label}"
         + ("" if rtt is None else f" at rtt={rtt}")
-        + ("" if clients is None else f" with {clients} client{'s' if clients != '1' else ''}")
+        + _with_clients(clients)
     )
 
 
@@ -117,14 +123,37 @@ def configuration_group(workload: str, name: str | None) -> str:
     if name is None:
         return ""
     group = name.removeprefix(f"{workload} on ")
-    counted = group.rpartition(" with ")
-    if (
-        counted[1]
-        and counted[2].split(" ")[0].isdigit()
-        and counted[2].endswith(("client", "clients"))
-    ):
-        return counted[0]
-    return group
+    return group.removesuffix(_with_clients(client_count(name)))
+
+
+def client_count(name: str) -> str | None:
+    """The number of clients a per-backing verdict's name says it was answered at (answered_on),
+    None where it says none.
+
+    Worked example: "rand-write-4k on rbd with 2 clients" → "2"; "randwrite on iscsi" → None."""
+    counted = name.rpartition(" with ")[2]
+    count = counted.split(" ")[0]
+    if count.isdigit() and counted == _with_clients(count).removeprefix(" with "):
+        return count
+    return None
+
+
+def _with_clients(clients: str | None) -> str:
+    """ " with 2 clients", " with 1 client"; "" for None."""
+    if clients is None:
+        return ""
+    return f" with {clients} client{'s' if clients != '1' else ''}"
+
+
+def configuration(label: str | None) -> str | None:
+    """A cell's label without its number of clients: the configuration it measured, which is the
+    same at 1, 2 and 4 clients (issue 70: the clients sharing one backend are a condition, so a
+    configuration is compared and named without them; the answer's name says the count, as
+    answered_on writes it). None stays None (a comparison with no cell in the sweep).
+
+    Worked example: "format=raw cache=none clients=4 aio=threads" → "format=raw cache=none
+    aio=threads"."""
+    return None if label is None else without_axis(label, CLIENTS)
 
 
 def emulated_rtt_notes(store: Store, sweep_id: int, cws: Sequence[CellWorkload]) -> list[str]:

@@ -22,10 +22,9 @@ from iomatrix.report.headline import (
     SHORTER_FORM,
     TARGETS,
     Headline,
+    answer_names,
     headline,
-    verdict_labels,
 )
-from iomatrix.report.naming import cell_names
 from iomatrix.report.objective import Objective, objective_line
 from iomatrix.report.query import sweep_info
 from iomatrix.report.recommend import recommend
@@ -79,7 +78,7 @@ def recommendation_text(
     """The recommendation's detail as terminal text or Markdown: prose wrapped to `width` (None: not
     wrapped), cells named by the axes that vary (the shared ones stated once in the header);
     snippets of every tool, or of `target` only (and the image's qemu-img line)."""
-    names = cell_names(label for v in rec.verdicts for label in verdict_labels(v))
+    names = answer_names(rec.verdicts)
     out = _header_lines(rec, "## " if markdown else "")
     if names.constant_text():
         out.append(f"All cells named below, where the axis applies: {names.constant_text()}")
