@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import io
 import json
 import shutil
 import subprocess
@@ -17,7 +18,9 @@ from pathlib import Path
 from typing import Any
 from urllib.request import urlopen
 
+import numpy as np
 import websocket  # websocket-client
+from PIL import Image
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
@@ -162,3 +165,15 @@ def load(path: Path, width: int = 1200, evaluate: str | None = None) -> PageLoad
         elif m == "Network.requestWillBeSent":
             out.requests.append(p["request"]["url"])
     return out
+
+
+def check_report_renders(html: Path, tmp_path: Path) -> None:
+    """An HTML report loads in Chromium without a console error or any request beyond itself, and
+    its screenshot (kept as tmp_path/shot.png) is neither blank nor almost empty."""
+    page = load(html)
+    assert page.console_errors == []
+    assert page.requests == [html.resolve().as_uri()], "the report must not request anything"
+    img = np.asarray(Image.open(io.BytesIO(page.screenshot_png)).convert("L"), dtype=float)
+    (tmp_path / "shot.png").write_bytes(page.screenshot_png)
+    assert img.std() > 20, "the screenshot is blank"
+    assert (img < 200).mean() > 0.01, "the screenshot has almost no content"

@@ -68,6 +68,7 @@ SERIAL_GROUPS = {
 WHOLE_MODULES = (
     "test_guest_boot",
     "test_verdict",
+    "test_guest_sweep",
     "test_headline",
     "test_guest_batch",
     "test_bad_input_campaign",

@@ -1,9 +1,12 @@
 """A real guest matrix under TCG: 2 cache modes × 2 buses × 2 formats, beside bare metal and the
-null ceiling."""
+null ceiling; and the verdict on that sweep: the guest's ratios to bare metal and to the ceiling,
+the scores tried, the snippets and the report's chart legend. One sweep serves both tests (the
+module is one xdist group: tests/conftest.py's WHOLE_MODULES)."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -32,14 +35,34 @@ min = 2
 max = 2
 """  # noqa: E501
 
+# The verdict is read as tests/test_verdict.py reads its bare-metal sweep's (LOOSE: every cell tied
+# with the leader, so the tie-break gives one answer), at the sweep's 2 runs per cell: the verdict's
+# parts (ratios, scores tried, snippets) are checked, not how settled its figures are.
+VERDICT = (
+    "--min-runs",
+    "2",
+    "--max-noise",
+    "5",
+    "--threshold",
+    "0.95",
+    "--tie-break",
+    "safety,simplicity,performance",
+)
 
-def test_guest_matrix_with_baseline_and_ceiling(tmp_path: Path) -> None:
-    (tmp_path / "m.toml").write_text(MATRIX)
-    proc = run_cli(
-        "run", "m.toml", "--db", "r.sqlite", "--accel", "tcg", cwd=tmp_path, timeout=1200
-    )
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """(the sweep's directory, holding r.sqlite and iomatrix-work; the run's stderr)."""
+    d = tmp_path_factory.mktemp("guest-matrix")
+    (d / "m.toml").write_text(MATRIX)
+    proc = run_cli("run", "m.toml", "--db", "r.sqlite", "--accel", "tcg", cwd=d, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "TCG" in proc.stderr  # every output warns that TCG figures are not KVM figures
+    return d, proc.stderr
+
+
+def test_guest_matrix_with_baseline_and_ceiling(matrix: tuple[Path, str]) -> None:
+    tmp_path, stderr = matrix
+    assert "TCG" in stderr  # every output warns that TCG figures are not KVM figures
 
     doc = json.loads(
         run_cli("results", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout
@@ -98,3 +121,32 @@ def test_guest_matrix_with_baseline_and_ceiling(tmp_path: Path) -> None:
     assert not [
         p for p in (tmp_path / "iomatrix-work").rglob("*") if p.suffix in (".raw", ".qcow2")
     ]
+
+
+@needs("chromium")
+def test_guest_sweep_verdict_has_bare_metal_and_ceiling_ratios(
+    matrix: tuple[Path, str], tmp_path: Path
+) -> None:
+    db = matrix[0] / "r.sqlite"
+    res = run_cli("recommend", "--db", str(db), *VERDICT, "--format", "json")
+    assert res.returncode == 0, res.stderr
+    rec = json.loads(res.stdout)
+    scores = {v["workload"]: v for v in rec["verdicts"][1:]}
+    # guests: scores are tried
+    assert set(scores) == {"weighted-read", "weighted-write", "weighted-mixed"}
+    assert "needs bare-metal results for seq-read-1m" in scores["weighted-read"]["missing"]
+    v = rec["verdicts"][0]
+    assert v["tier"] == "guest" and v["choice"]["cell"].startswith("format=raw ")
+    assert v["to_baremetal"]["ratio"] > 0 and v["to_ceiling"]["ratio"] > 0
+    # the ceiling of the chosen cell's bus
+    assert v["to_ceiling"]["cell"] == "format=null bus=virtio-blk backing=null"
+    qemu = next(s for s in v["snippets"]["snippets"] if s["tool"] == "qemu")["text"]
+    assert "driver=raw" in qemu and "virtio-blk-pci" in qemu
+    html = tmp_path / "g.html"
+    assert run_cli("report", "--html", str(html), "--db", str(db), *VERDICT).returncode == 0
+    text = html.read_text()
+    # chart legend
+    assert re.search(r">\s*bare metal\s*<", text) and re.search(r">\s*ceiling\s*<", text)
+    from tests.browser import check_report_renders
+
+    check_report_renders(html, tmp_path)

@@ -9,9 +9,7 @@ import json
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
-from PIL import Image
 
 from iomatrix.metadata import host_metadata
 from iomatrix.report.query import run_raw_output, run_table
@@ -165,19 +163,6 @@ def test_raw_fio_json_of_a_run(sweep_db: Path) -> None:
     assert fio["jobs"] and "fio version" in fio
 
 
-def _check_in_browser(html: Path, tmp_path: Path) -> np.ndarray:
-    from tests.browser import load
-
-    page = load(html)
-    assert page.console_errors == []
-    assert page.requests == [html.resolve().as_uri()], "the report must not request anything"
-    img = np.asarray(Image.open(io.BytesIO(page.screenshot_png)).convert("L"), dtype=float)
-    (tmp_path / "shot.png").write_bytes(page.screenshot_png)
-    assert img.std() > 20, "the screenshot is blank"
-    assert (img < 200).mean() > 0.01, "the screenshot has almost no content"
-    return img
-
-
 @needs("chromium")
 def test_html_report_is_self_contained_and_renders(sweep_db: Path, tmp_path: Path) -> None:
     html = tmp_path / "report.html"
@@ -197,7 +182,9 @@ def test_html_report_is_self_contained_and_renders(sweep_db: Path, tmp_path: Pat
         assert section in text
     assert text.count("<svg") >= 4  # two rankings, one block-size chart, the host panels
     assert "documented, not measured" in text and "qm set VMID" in text
-    _check_in_browser(html, tmp_path)
+    from tests.browser import check_report_renders
+
+    check_report_renders(html, tmp_path)
 
 
 @needs("chromium")
@@ -216,7 +203,9 @@ def test_report_on_an_empty_sweep_renders_and_says_what_is_missing(tmp_path: Pat
         and "no runs recorded" in text
         and "no workload has results" in text
     )
-    _check_in_browser(html, tmp_path)
+    from tests.browser import check_report_renders
+
+    check_report_renders(html, tmp_path)
 
 
 PLAN_JSON = json.dumps({"name": "empty", "tier": ["baremetal"]})
@@ -286,51 +275,3 @@ def test_compare_fail_above_gates_on_a_significant_regression(
     assert gate.returncode == 4 and "|" in gate.stdout, gate.stdout + gate.stderr
     loose = run_cli("compare", str(base), str(worse), "--fail-above", "95%")
     assert loose.returncode == 0, loose.stdout + loose.stderr
-
-
-GUEST_PLAN = """name = "verdict-guest"
-description = "guest beside bare metal and the null ceiling: 2 cache modes, 0.5 s runs"
-tier = ["baremetal", "guest"]
-format = ["raw"]
-cache = ["none", "writeback"]
-workloads = ["rand-read-4k"]
-size = "32M"
-image_size = "64M"
-runtime = 0.5  # the verdict's parts (ratios, scores tried, snippets) are checked, not figures
-time_budget = "8m"
-# A cell's three rounds in one TCG boot (3 boots, not 9), and no retry of the runs the loaded test host disturbed
-# (each a boot of its own at the end of the round): the verdict reads the runs, not how they were booted or how clean.
-repetitions_per_boot = 3
-retry_disturbed = false
-[repetitions]
-min = 3
-max = 3
-"""  # noqa: E501
-
-
-@needs("qemu-system-x86_64")
-@needs("chromium")
-def test_guest_sweep_verdict_has_bare_metal_and_ceiling_ratios(tmp_path: Path) -> None:
-    (tmp_path / "plan.toml").write_text(GUEST_PLAN)
-    db = tmp_path / "g.sqlite"
-    res = run_cli(
-        "run", str(tmp_path / "plan.toml"), "--db", str(db), "--workdir", str(tmp_path / "work")
-    )
-    assert res.returncode == 0, res.stdout + res.stderr
-    rec = _recommend(db)
-    scores = {v["workload"]: v for v in rec["verdicts"][1:]}
-    # guests: scores are tried
-    assert set(scores) == {"weighted-read", "weighted-write", "weighted-mixed"}
-    assert "needs bare-metal results for seq-read-1m" in scores["weighted-read"]["missing"]
-    v = rec["verdicts"][0]
-    assert v["tier"] == "guest" and v["choice"]["cell"].startswith("format=raw ")
-    assert v["to_baremetal"]["ratio"] > 0 and v["to_ceiling"]["ratio"] > 0
-    assert v["to_ceiling"]["cell"] == "format=null bus=virtio-blk backing=null"
-    qemu = next(s for s in v["snippets"]["snippets"] if s["tool"] == "qemu")["text"]
-    assert "driver=raw" in qemu and "virtio-blk-pci" in qemu
-    html = tmp_path / "g.html"
-    assert run_cli("report", "--html", str(html), "--db", str(db), *LOOSE).returncode == 0
-    text = html.read_text()
-    # chart legend
-    assert re.search(r">\s*bare metal\s*<", text) and re.search(r">\s*ceiling\s*<", text)
-    _check_in_browser(html, tmp_path)
