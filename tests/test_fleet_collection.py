@@ -10,10 +10,12 @@ import os
 import re
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -310,44 +312,47 @@ def test_the_role_publishes_each_host_and_the_next_run_catches_up_a_failed_publi
     inventory.write_text(PUBLISH_INVENTORY.format(python=sys.executable, tmp=tmp_path))
     env = {"ANSIBLE_CONFIG": str(REPO / "ansible" / "ansible.cfg")}
     playbook = str(REPO / "ansible" / "sweep.yml")
-    down = f"postgresql://lab:s3cret@127.0.0.1:{pg_cluster.free_port()}/iomatrix"
-    first = ansible(
-        "ansible-playbook",
-        "-i",
-        str(inventory),
-        "-e",
-        f"iomatrix_publish_url={down}",
-        playbook,
-        cwd=tmp_path,
-        env=env,
-    )
-    assert first.returncode != 0, first.stdout[-3000:]
-    assert "s3cret" not in first.stdout + first.stderr
-    (line,) = (tmp_path / "results" / "summary.txt").read_text().splitlines()
-    assert line.startswith(
-        "h1: failed at 'Check the publish': publishing to the central store failed (nothing "
-        "written there; the next playbook run publishes it, kept in "
-        f"{tmp_path}/results/h1.sqlite): cannot reach the PostgreSQL store "
-        "postgresql://lab@127.0.0.1:"
-    ), line
-    fetched = tmp_path / "results" / "h1.sqlite"
-    with contextlib.closing(sqlite3.connect(f"file:{fetched}?mode=ro", uri=True)) as db:
-        ok = db.execute("SELECT count(*) FROM runs WHERE status='ok'").fetchone()[0]
-        # a disturbed run's retry counts too
-        runs = db.execute("SELECT count(*) FROM runs").fetchone()[0]
-        assert db.execute("SELECT status FROM sweeps").fetchall() == [("finished",)] and ok > 0
-    with pg_cluster.cluster() as cluster:
-        store = pg_cluster.create_database(cluster, "fleet")
-        again = ansible(
+
+    def publish_run(url: str) -> subprocess.CompletedProcess[str]:
+        return ansible(
             "ansible-playbook",
             "-i",
             str(inventory),
             "-e",
-            f"iomatrix_publish_url={store}",
+            f"iomatrix_publish_url={url}",
             playbook,
             cwd=tmp_path,
             env=env,
         )
+
+    # ExitStack first: the pool's exit waits for the store's start, whose stop the stack then owns.
+    with contextlib.ExitStack() as stack, socket.socket() as held:
+        # The store that is down: a port this test holds bound and never listens on (a connection
+        # to it is refused), so the real store, started while the first run sweeps (its initdb
+        # beside the sweep, issue 67), cannot be given that port.
+        held.bind(("127.0.0.1", 0))
+        down = f"postgresql://lab:s3cret@127.0.0.1:{held.getsockname()[1]}/iomatrix"
+        with ThreadPoolExecutor(1) as pool:
+            started = pool.submit(stack.enter_context, pg_cluster.cluster())
+            first = publish_run(down)
+        cluster = started.result()
+        assert first.returncode != 0, first.stdout[-3000:]
+        assert "s3cret" not in first.stdout + first.stderr
+        (line,) = (tmp_path / "results" / "summary.txt").read_text().splitlines()
+        assert line.startswith(
+            "h1: failed at 'Check the publish': publishing to the central store failed (nothing "
+            "written there; the next playbook run publishes it, kept in "
+            f"{tmp_path}/results/h1.sqlite): cannot reach the PostgreSQL store "
+            "postgresql://lab@127.0.0.1:"
+        ), line
+        fetched = tmp_path / "results" / "h1.sqlite"
+        with contextlib.closing(sqlite3.connect(f"file:{fetched}?mode=ro", uri=True)) as db:
+            ok = db.execute("SELECT count(*) FROM runs WHERE status='ok'").fetchone()[0]
+            # every run of the sweep (a disturbed one is not run again here), as the publish counts
+            runs = db.execute("SELECT count(*) FROM runs").fetchone()[0]
+            assert db.execute("SELECT status FROM sweeps").fetchall() == [("finished",)] and ok > 0
+        store = pg_cluster.create_database(cluster, "fleet")
+        again = publish_run(store)
         assert again.returncode == 0, again.stdout[-3000:]
         (line,) = (tmp_path / "results" / "summary.txt").read_text().splitlines()
         assert line.startswith("h1: ok: already finished earlier"), line
@@ -357,16 +362,7 @@ def test_the_role_publishes_each_host_and_the_next_run_catches_up_a_failed_publi
         ), line
         with psycopg.connect(store) as conn:
             assert conn.execute("SELECT count(*) FROM runs WHERE status='ok'").fetchone()[0] == ok
-        third = ansible(
-            "ansible-playbook",
-            "-i",
-            str(inventory),
-            "-e",
-            f"iomatrix_publish_url={store}",
-            playbook,
-            cwd=tmp_path,
-            env=env,
-        )
+        third = publish_run(store)
         assert third.returncode == 0, third.stdout[-3000:]
         assert (
             "0 sweep(s) added, 1 already there; 0 run(s) added"
