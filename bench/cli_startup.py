@@ -19,35 +19,23 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+# bench/ is this script's directory, so its sibling is importable when run as `python bench/...`
+from cli_help import add_cli_option, cli_or_refuse, time_runs
 
 # How far past `--help` a refused command may answer: reading its input costs a few ms, what it
 # imports to act on it should wait until the input is read.
 TARGET_OVER_HELP_S = 0.10
 
 
-def _children_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
 def median_times(argv: list[str], runs: int, env: dict[str, str]) -> tuple[float, float, int]:
     """(median wall seconds, median CPU seconds, exit status) of `runs` runs of `argv`, after one
     warm-up run."""
-    status = subprocess.run(argv, capture_output=True, env=env).returncode
-    wall, cpu = [], []
-    for _ in range(runs):
-        start, cpu0 = time.perf_counter(), _children_cpu()
-        subprocess.run(argv, capture_output=True, env=env)
-        wall.append(time.perf_counter() - start)
-        cpu.append(_children_cpu() - cpu0)
+    wall, cpu, status = time_runs(argv, runs, env, check=False)
     return statistics.median(wall), statistics.median(cpu), status
 
 
@@ -75,13 +63,9 @@ def cases(missing: Path) -> list[tuple[str, list[str]]]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=10)
-    default_cli = Path(sys.executable).parent / "iomatrix"
-    ap.add_argument(
-        "--cli", default=str(default_cli) if default_cli.exists() else shutil.which("iomatrix")
-    )
+    add_cli_option(ap)
     args = ap.parse_args()
-    if not args.cli:
-        print("no iomatrix executable found: pass --cli PATH", file=sys.stderr)
+    if cli_or_refuse(args.cli) is None:
         return 2
     print(f"load average {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} CPUs", flush=True)
     with tempfile.TemporaryDirectory(prefix="iomatrix-startup-") as tmp:

@@ -237,9 +237,13 @@ class Outcome:
         for x in self.axis_lines:
             if not x.lstrip().startswith("cache:"):
                 continue
-            m = re.search(r" on ([\w:.-]+)\)?(?: \(|$)", x)
+            # every workload the line names: one decided line may hold several ("… on
+            # database:data (…), 1.31× … on file-server:files (decided)"); only the last was read
+            # until 2026-11-28
+            named = re.findall(r" on ([\w:.-]*\w)", x)
             decided = x.rstrip().endswith("(decided)") or "decided in every cell" in x
-            out[m.group(1) if m else "all"] = decided
+            for w in named or ["all"]:
+                out[w] = decided
         return out
 
     @property

@@ -130,3 +130,28 @@ def test_first_role_line(bench: ModuleType) -> None:
     )
     assert bench.first_role_line(tl) == 3
     assert bench.first_role_line(bench.Timeline([(0.0, "For a database VM: use x")])) is None
+
+
+def test_a_cache_line_naming_two_workloads_counts_both(bench: ModuleType) -> None:
+    """One decided line may hold several workloads (the 2026-11-28 batch's run 1 counted only
+    file-server:files from "… on database:data, 1.33× … on file-server:files (decided)"); a per-cell
+    line is not decided for the workload it names."""
+    o = bench.Outcome(
+        250.0,
+        0,
+        {"database": "answer"},
+        True,
+        360.0,
+        axis_lines=[
+            "cache: writeback, 2.09× (1.72–2.53) lower latency than cache=none on database:data "
+            "(2.08× at format=qcow2, 2.39× at format=raw), 1.33× (1.23–1.43) on file-server:files "
+            "(decided)",
+            "cache: decided per cell, its effect differs with the other axes (cache=none against "
+            "writeback: 0.99× at format=qcow2, 1.13× at format=raw on database:log)",
+        ],
+    )
+    assert o.cache_decided_on() == {
+        "database:data": True,
+        "file-server:files": True,
+        "database:log": False,
+    }

@@ -207,3 +207,16 @@ def test_rank_names_no_leader_the_answer_does_not(tmp_path: Path) -> None:
         if "not told apart yet at" in flat or "not told apart within the budget" in flat:
             assert f"picks {pick_of[workload]}" in flat, (workload, pick_of[workload])
     assert checked == len(pick_of), (checked, pick_of)
+
+
+def test_a_ceph_sweep_whose_answers_differ_per_client_count_is_answered(tmp_path: Path) -> None:
+    """The built-in ceph plan's sweep (tests/data/answers/ceph-clients.sqlite: 1, 2 and 4 clients
+    on one rbd backend, answers that differ per client count) ends with an answer, as `iomatrix run
+    ceph` printed none ("internal error: TypeError: unhashable type: 'dict'") until the trade-off
+    line keyed the backing group's configurations by the group's name; that line is printed once."""
+    db = tmp_path / "ceph-clients.sqlite"
+    shutil.copy(DATA / "answers" / "ceph-clients.sqlite", db)
+    res = run_cli("recommend", "--db", str(db))
+    assert res.returncode == 0, res.stderr
+    assert "internal error" not in res.stdout + res.stderr
+    assert res.stdout.count("on rbd, the answers differ") == 1, res.stdout

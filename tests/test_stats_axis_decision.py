@@ -136,3 +136,53 @@ def test_nothing_is_decided_before_the_first_look() -> None:
             alpha=0.02,
             margin=0.05,
         )
+
+
+QUANTITATIVE_RAW = [0.80, 0.95, 0.70, 0.90]
+
+
+def test_a_quantitative_interaction_is_decided_by_stratum_and_a_shown_one_per_cell() -> None:
+    """The docstring's quantitative example: writeback 2.31× and 1.92× cache=none. Where the
+    interaction's F test rejects (p 0.00064) the axis goes to the cells; with the qcow2 rounds in
+    another order it does not (p 0.14), both strata point the same way, and the average decides,
+    marked by_stratum (the strata lie 10 % and 9 % off the common 2.10×, beyond the margin)."""
+    shown = _cache(_sweep(QUANTITATIVE_RAW, [0.60, 0.75, 0.55, 0.70]))
+    assert shown.effect.interaction_p == pytest.approx(0.00064, abs=5e-5)
+    assert shown.status == "per_cell" and not shown.by_stratum
+    hidden = _cache(_sweep(QUANTITATIVE_RAW, [0.75, 0.60, 0.70, 0.55]))
+    assert hidden.effect.interaction_p == pytest.approx(0.14, abs=0.005)
+    assert not hidden.effect.interaction_small  # beyond the margin: not one ratio for both
+    assert hidden.p_value == pytest.approx(3.5e-5, rel=0.02) and hidden.p_value < hidden.level
+    assert hidden.status == "decided" and hidden.better == "writeback" and hidden.by_stratum
+    assert hidden.ratio == pytest.approx(2.1038, abs=1e-4)
+    # the same data, lower is better (a latency): the same decision, the other level
+    assert (
+        _cache(_sweep(QUANTITATIVE_RAW, [0.75, 0.60, 0.70, 0.55]), higher_is_better=False).better
+        == "none"
+    )
+
+
+def test_a_stratum_pointing_the_other_way_is_never_decided_on_the_average() -> None:
+    """A qualitative interaction hidden from the F test by noise: the two strata swing against
+    each other from round to round (±1 on the log scale), so their average is steady and would be
+    "decided" on its own, while qcow2's estimate points the other way (0.97×) and raw's is 2.2×:
+    one stratum could be wrong in direction, so the axis goes to the cells."""
+    swing = [1.0, -1.0, 0.9, -0.9, 1.1, -1.1]
+    small = [0.01, -0.01, 0.0, 0.02, -0.02, 0.0]
+    raw = [0.8 + e for e in swing]
+    qcow2 = [-0.03 - e + n for e, n in zip(swing, small, strict=True)]
+    d = _cache(_sweep(raw, qcow2))
+    assert d.p_value < d.level  # the average alone would be decided
+    assert d.effect.interaction_p >= 0.05  # the F test does not see it
+    assert min(d.effect.strata.values()) < 1 < max(d.effect.strata.values())
+    assert d.status == "per_cell" and not d.by_stratum
+
+
+def test_equivalence_is_never_claimed_over_strata_that_differ_beyond_the_margin() -> None:
+    """Strata at 1.10× and 0.91×, the F test not rejecting: the average is near 1, but neither
+    stratum is within 5 %: per cell, not equivalent."""
+    d = _cache(
+        _sweep([0.15, 0.05, 0.12, 0.06, 0.10, 0.09], [-0.05, -0.15, -0.06, -0.12, -0.09, -0.10])
+    )
+    assert not d.effect.interaction_small
+    assert d.status == "per_cell"

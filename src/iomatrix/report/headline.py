@@ -436,8 +436,10 @@ def _headline(rec: Recommendation, host: str, target: str) -> Headline:
         findings=rec.findings if rec.first_findings is None else rec.first_findings,
         roles=[_named_role(r, names, rec) for r in rec.roles],
         baseline=_baseline(target, answered.values()),
+        # one line per backing group (its workloads share one GroupConfig, which holds a dict and
+        # so cannot be a dict key: keyed by the group's name)
         trade_offs=trade_off_lines(
-            list(dict.fromkeys(c for c in configs.values() if c.kind != "one")), names
+            list({c.group: c for c in configs.values() if c.kind != "one"}.values()), names
         ),
         guests=guest_lines(rec.guests),
         brief_findings=rec.brief_findings,
