@@ -4,7 +4,7 @@ each.
 
 What the demo's other options show is proven by faster tests (issue 67): --ansible-checks (--check,
 --limit) and the shared backend's hosts starting together by
-test_fleet_collection.py::test_check_mode_makes_nothing_hosts_start_together_and_limit_changes_nothing_on_finished_hosts,
+test_fleet_collection.py::test_check_mode_makes_nothing_hosts_start_together_and_limit_runs_only_the_hosts_chosen,
 a refused device by the same test and test_a_groups_failures_leave_its_later_hosts_unswept_and_fail_the_run,
 clients on several hosts on one LUN by
 test_client_hosts.py::test_two_client_hosts_share_one_target_with_per_client_aggregate_and_fairness,
