@@ -11,7 +11,7 @@ computes a statistic."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -20,10 +20,16 @@ from iomatrix.durability.verdict import TARGET_POWER_LOSS, TARGET_SHORT_NAME
 from iomatrix.errors import UserError
 from iomatrix.plan.current_cell import MeasuredCurrent
 from iomatrix.protocol_registry import snippet_targets
+from iomatrix.report.answer_groups import (
+    answer_names,
+    configuration_of,
+    group_configs,
+    per_client_count,
+    same_label,
+    trade_off_lines,
+)
 from iomatrix.report.guests import guest_lines
-from iomatrix.report.naming import CellNames, cell_names, names_without
-from iomatrix.report.one_config import Decision, GroupConfig, one_config
-from iomatrix.report.per_backing import CLIENTS, client_count, configuration
+from iomatrix.report.naming import CellNames, cell_names
 from iomatrix.report.recommend import (
     DOCUMENTED,
     SITUATIONS,
@@ -402,7 +408,7 @@ def _headline(rec: Recommendation, host: str, target: str) -> Headline:
     # Answered per number of clients on one backend (report/per_backing.py): the count is a
     # condition the answer's name says, so the configurations are compared and named without it,
     # and the same settings at 1, 2 and 4 clients are one configuration (issue 70).
-    of = _configuration if _per_client_count(ranked) else _itself
+    of = configuration_of if per_client_count(ranked) else same_label
     names = answer_names(ranked)
     configs = group_configs(ranked, of) if not rec.roles else {}
     joined: list[tuple[Verdict, Verdict, str, str]] = []
@@ -416,7 +422,7 @@ def _headline(rec: Recommendation, host: str, target: str) -> Headline:
         if cell is not None and shown.choice is not None and cell != of(shown.choice.cell):
             joined.append((v, shown, status, cell))
             continue
-        _answer(answered, v, shown, status, target, names.varying, of)
+        _answer(answered, v, shown, status, target, varied=names.varying, of=of)
         _note(v, shown, declined, basis)
     for v, shown, status, cell in joined:
         _join(answered, v, shown, status, cell=cell, target=target, varied=names.varying, of=of)
@@ -474,70 +480,6 @@ def _brief_roles(rec: Recommendation, names: CellNames) -> list[tuple[str, str]]
     return out
 
 
-def _per_client_count(verdicts: Sequence[Verdict]) -> bool:
-    """Some verdict answers at one number of clients on its backend (per_backing.answered_on)."""
-    return any(client_count(v.workload) for v in verdicts)
-
-
-def answer_names(verdicts: Sequence[Verdict]) -> CellNames:
-    """The short names of every cell the verdicts name (verdict_labels); without the number of
-    clients where they answer per client count, a condition their names say (issue 70)."""
-    labels = [c for v in verdicts for c in verdict_labels(v)]
-    return names_without(labels, CLIENTS) if _per_client_count(verdicts) else cell_names(labels)
-
-
-def _itself(label: str) -> str:
-    return label
-
-
-def _configuration(label: str) -> str:
-    """A cell's label without its number of clients (per_backing.configuration)."""
-    return configuration(label) or label
-
-
-def group_configs(
-    ranked: list[Verdict], of: Callable[[str], str] = _itself
-) -> dict[str, GroupConfig]:
-    """Each per-backing workload's group configuration (report/one_config.py), by workload;
-    workloads answered across the backings (no group) are left out: their answers are each VM's
-    own. `of`: the configuration a cell's label stands for (_configuration: the same settings at
-    every number of clients are one), which the decisions compare."""
-    decisions = []
-    for v in ranked:
-        found = answer_of(v)
-        if found is None or not v.group or found[0].choice is None:
-            continue
-        choice = found[0].choice
-        tied = tuple(of(t) for t in choice.tied)
-        decisions.append(Decision(v.workload, v.group, of(choice.cell), found[1], tied))
-    return {w: c for c in one_config(decisions) for w in c.assigned}
-
-
-def trade_off_lines(configs: list[GroupConfig], names: CellNames) -> list[str]:
-    """One line per group whose answers stay apart: each configuration with the workloads it is
-    answered for."""
-    out = []
-    for c in configs:
-        each = "; ".join(
-            f"{names.of(cell)} for {', '.join(w for w, x in c.assigned.items() if x == cell)}"
-            for cell in c.cells
-        )
-        if c.kind == "trade-off":
-            out.append(
-                f"on {c.group}, a trade-off: {each}: each is significantly better on its "
-                "own workloads, and "
-                "one disk on its storage takes one configuration: choose by the workload "
-                "that matters more"
-            )
-        else:
-            out.append(
-                f"on {c.group}, the answers differ ({each}) and are not settled enough "
-                "to tell whether one "
-                "configuration serves them all: more time would"
-            )
-    return out
-
-
 def _note(v: Verdict, shown: Verdict, declined: dict[str, list[str]], basis: list[str]) -> None:
     """What an answered workload adds beside its pick: the faster configuration its requirements
     declined, and the tier that answered for another."""
@@ -554,7 +496,7 @@ def _answer(
     status: str,
     target: str,
     varied: tuple[str, ...] = (),
-    of: Callable[[str], str] = _itself,
+    of: Callable[[str], str] = same_label,
 ) -> None:
     """The workload's own answer, in the pick of its cell (`of`: the configuration a label stands
     for, which picks, gains and alternatives are named by: group_configs)."""
@@ -623,7 +565,7 @@ def _join(
     cell: str,
     target: str,
     varied: tuple[str, ...] = (),
-    of: Callable[[str], str] = _itself,
+    of: Callable[[str], str] = same_label,
 ) -> None:
     """A workload answered with its backing's one configuration `cell`, which its decision tied with
     its own pick: its line states that configuration over its own pick (the decision's alternative,
@@ -632,7 +574,7 @@ def _join(
     pick = next((p for p in answered.values() if p.cell == cell), None)
     # its configuration is nobody's own answer here (cannot be, one_config picks among them)
     if pick is None:
-        _answer(answered, v, shown, status, target, varied, of)
+        _answer(answered, v, shown, status, target, varied=varied, of=of)
         return
     alt = next((a for a in shown.alternatives if a.label and of(a.label) == cell), None)
     # the alternative is its own pick over `cell`: turned, `cell` over its own pick
@@ -785,20 +727,6 @@ def _named_current(
         )
         return replace(wg, gain=replace(g, note=note))
     return wg
-
-
-def verdict_labels(v: Verdict) -> list[str]:
-    """Every cell label a verdict names (its choice or the tie-break's pick, the cells tied with it,
-    the cells compared with it): what short names are chosen among."""
-    shown = v if v.choice is not None else v.provisional
-    if shown is None or shown.choice is None:
-        return []
-    return [
-        shown.choice.cell,
-        *shown.choice.tied,
-        *(g.label for g in (*shown.gains, *shown.alternatives) if g.label),
-        *([shown.declined.cell] if shown.declined is not None else []),
-    ]
 
 
 def _risk_text(r: RiskStatement, cell: str) -> str:
