@@ -12,19 +12,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from iomatrix.report.answer_groups import answer_names
 from iomatrix.report.companions import companion
 from iomatrix.report.export import csv, json
 from iomatrix.report.export.table import DataTable
 from iomatrix.report.figures import BOUNDED_NOTE, NO_INTERVAL_NOTE, ci_text
 from iomatrix.report.formats import OutputFormat
-from iomatrix.report.headline import (
-    DEFAULT_TARGET,
-    SHORTER_FORM,
-    TARGETS,
-    Headline,
-    answer_names,
-    headline,
-)
+from iomatrix.report.headline import DEFAULT_TARGET, SHORTER_FORM, TARGETS, Headline, headline
 from iomatrix.report.objective import Objective, objective_line
 from iomatrix.report.query import sweep_info
 from iomatrix.report.recommend import recommend

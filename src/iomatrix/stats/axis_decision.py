@@ -98,9 +98,13 @@ class AxisDecision:
     p_value: float
     level: float  # what p had to be below (the look's level over the family)
     df: float
-    # "decided" on the strata's average while their own ratios differ by more than the margin (a
-    # quantitative interaction: the same level better in each): the line names each stratum's ratio
-    by_stratum: bool = False
+
+    @property
+    def by_stratum(self) -> bool:
+        """Decided on the strata's average while their own ratios differ by more than the margin
+        (a quantitative interaction: the same level better in each); the line names each
+        stratum's ratio."""
+        return self.status == "decided" and not self.effect.interaction_small
 
 
 def decide_axis(
@@ -164,7 +168,6 @@ def decide_axis(
         p_value=p,
         level=level,
         df=df,
-        by_stratum=status == "decided" and not eff.interaction_small,
     )
 
 
