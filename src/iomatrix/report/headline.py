@@ -766,7 +766,7 @@ def _pick(v: Verdict, target: str, settled: bool = True, varied: tuple[str, ...]
     config = v.choice.cell
     extra: dict[str, Any] = {}
     if v.snippets is not None:
-        config = v.snippets.config.label()
+        config = v.snippets.config.settings_label()  # a condition (clients) is no setting
         snippet = next((s for s in v.snippets.snippets if s.tool == target), None)
         # The shorter form of the same edit where there is one (virt-xml for the user's <disk>; the
         # XML: --detail).

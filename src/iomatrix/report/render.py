@@ -204,12 +204,16 @@ def _snippet_lines(
     if v.snippets is None:
         return []
     config = v.snippets.config
+    # the settings the snippets set, without the conditions measured under (the number of clients
+    # sharing the backend: their notes say it in words); printed once per measured configuration
     if config.label() in printed:
-        return [f"snippets: as above ({config.label()})"]
+        return [f"snippets: as above ({config.settings_label()})"]
     printed.add(config.label())
     out = []
     if config.assumed:
-        out.append(f"snippets assume {', '.join(config.assumed)} (not swept): " + config.label())
+        out.append(
+            f"snippets assume {', '.join(config.assumed)} (not swept): " + config.settings_label()
+        )
     if v.snippets.kept:
         out.append(v.snippets.kept)
     for s in v.snippets.snippets:
