@@ -44,7 +44,7 @@ from iomatrix.report.query import (
 from iomatrix.report.rank import WorkloadRanking, primary_metric, rank_sweep
 from iomatrix.report.recommend import Recommendation, Verdict, recommend
 from iomatrix.report.recommend.grammar import centre_heading, compared, to_best
-from iomatrix.report.render import STATUS_TEXT, gain_text, page_cache_lines
+from iomatrix.report.render import gain_text, page_cache_lines, status_text
 from iomatrix.stats import summarize
 from iomatrix.stats.decision import DEFAULT_THRESHOLD, DEFAULT_TIE_BREAK
 from iomatrix.stats.ranking import RankedRow
@@ -515,7 +515,7 @@ def render_report(
             head=headline(rec, info["host"]["hostname"], target),
             gain_text=gain_text,
             page_cache_lines=page_cache_lines,
-            status_text=STATUS_TEXT,
+            status_text=status_text,
             verdicts=verdicts,
             rankings=rankings,
             blocksizes=blocksize_sections(cws),

@@ -31,6 +31,7 @@ from iomatrix.report.screen import STATUS_TEXT as STATUS_TEXT
 from iomatrix.report.screen import code_lines, headline_text, wrap
 from iomatrix.report.screen import gain_text as gain_text
 from iomatrix.report.screen import page_cache_lines as page_cache_lines
+from iomatrix.report.screen import status_text as status_text
 from iomatrix.store import Store
 from iomatrix.tiers import tier_classes
 from iomatrix.ui import fmt
