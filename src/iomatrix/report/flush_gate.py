@@ -245,17 +245,81 @@ def _short_told(
     ]
 
 
-def _brief_trap(mine: Sequence[WritebackGain], where: str, gate: FlushGatedCache) -> str:
+def _brief_trap(mine: Sequence[WritebackGain], lead: str, gate: FlushGatedCache) -> str:
     """The trap in one line (trap_finding with ``brief``): the workloads that never flush by name,
-    the figures in --detail."""
+    the figures in --detail; `lead`: the conditions and settings it holds at (_lead)."""
     never = ", ".join(
         dict.fromkeys(g.workload for g in mine if not g.flushes and g.until_flush == "on")
     )
     return (
-        (f"with {where}: " if where else "")
-        + f"{gate.client} is writethrough until the first flush: cache=writeback speeds up "
-        f"{never} (never flushes) only with {gate.until_flush_axis}=off (--detail)"
+        lead + f"{gate.client} is writethrough until the first flush: cache=writeback speeds up "
+        f"{never} (never flushes) only with {gate.until_flush_axis}=off"
     )
+
+
+# The condition axis a finding is told across rather than per value (issue 70): the number of
+# clients sharing the backend, said in words ("at 1, 2 and 4 clients on the backend"), never as a
+# setting ("with clients=1").
+CLIENTS = "clients"
+
+
+def _base(context: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """A gain's context without its number of clients."""
+    return tuple((k, v) for k, v in context if k != CLIENTS)
+
+
+def _count(context: tuple[tuple[str, str], ...]) -> str | None:
+    return dict(context).get(CLIENTS)
+
+
+def _by_number(count: str | None) -> tuple[int, str]:
+    return (int(count), "") if count is not None and count.isdigit() else (-1, str(count))
+
+
+def clients_words(counts: Sequence[str]) -> str:
+    """Numbers of clients in words: "1 client", "1 and 4 clients", "1, 2 and 4 clients"."""
+    ordered = sorted(counts, key=_by_number)
+    said = ordered[0] if len(ordered) == 1 else f"{', '.join(ordered[:-1])} and {ordered[-1]}"
+    return f"{said} client{'' if ordered == ['1'] else 's'}"
+
+
+def _lead(
+    base: tuple[tuple[str, str], ...], gains: Sequence[WritebackGain], counts: Sequence[str]
+) -> str:
+    """What a finding holds at, before its sentence: the settings of its context the sweep varies
+    ("with format=qcow2, "), and where the sweep varies the number of clients, the counts it holds
+    at in words ("at 1 and 4 clients on the backend, "); "" where it varies neither."""
+    where = ", ".join(
+        f"{k}={v}" for k, v in base if len({dict(g.context).get(k) for g in gains}) > 1
+    )
+    on = f"at {clients_words(counts)} on the backend" if counts else ""
+    said = ", ".join(x for x in (f"with {where}" if where else "", on) if x)
+    return f"{said}, " if said else ""
+
+
+def _not_shown(
+    gains: Sequence[WritebackGain], counts: Sequence[str], policy: str, short: bool
+) -> str:
+    """The counts of clients whose figures do not show the trap (under the finding's `policy`),
+    with what writeback measured there on each workload that never flushes ("At 2 clients the
+    figures do not show it: …"); "" where every count shows it."""
+    out = []
+    for count in counts:
+        mine = [
+            g
+            for g in gains
+            if _count(g.context) == count
+            and g.policy == policy
+            and not g.flushes
+            and g.until_flush == "on"
+        ]
+        told = ", ".join(
+            f"{ratio_text(*g.ratio) if short else _ratio(g)} on {g.workload}" for g in mine
+        )
+        measured = f": cache=writeback over cache=none was {told} with it on" if told else ""
+        out.append(f"at {clients_words([count])} the figures do not show it{measured}")
+    said = "; ".join(out)
+    return f"{said[:1].upper()}{said[1:]}. " if out else ""
 
 
 def trap_finding(
@@ -267,44 +331,75 @@ def trap_finding(
 ) -> str | None:
     """The sentence, or None when the figures do not show the trap (module docstring); ``short``:
     the first screen's form (each ratio and what its workload does; the load and the rest:
-    --detail); ``brief``: one line, the workloads it concerns by name (a crowded first screen's)."""
-    # the default policy first, then the simplest context (one client before several)
+    --detail); ``brief``: one line, the workloads it concerns by name (a crowded first screen's).
+    Where the sweep varies the number of clients, one sentence says every count the figures show
+    it at, in words, each count's figures in turn, and what the others measured (issue 70: it said
+    "with clients=1:", one count picked as if a setting)."""
+    # the default policy first, then the simplest context; the client counts within each
     groups = sorted(
-        {(g.context, g.policy) for g in gains},
-        key=lambda cp: (cp[1] != gate.default_policy, cp[0]),
+        {(_base(g.context), g.policy) for g in gains},
+        key=lambda bp: (bp[1] != gate.default_policy, bp[0]),
     )
-    for context, policy in groups:
-        mine = [g for g in gains if g.policy == policy and g.context == context]
-        clauses = _told(mine, threshold, gate)
-        if clauses is None:
-            continue
-        # the context is named only where the sweep varies it
-        where = ", ".join(
-            f"{k}={v}" for k, v in context if len({dict(g.context).get(k) for g in gains}) > 1
+    for base, policy in groups:
+        counts = sorted(
+            {_count(g.context) for g in gains if _base(g.context) == base}, key=_by_number
         )
+        told: dict[str | None, list[WritebackGain]] = {}
+        for count in counts:
+            mine = [
+                g
+                for g in gains
+                if g.policy == policy and _base(g.context) == base and _count(g.context) == count
+            ]
+            if _told(mine, threshold, gate) is not None:
+                told[count] = mine
+        if not told:
+            continue
+        several = len(counts) > 1 and None not in counts
+        held = [c for c in counts if c in told and c is not None] if several else []
+        others = [c for c in counts if c not in told and c is not None] if several else []
+        lead = _lead(base, gains, held)
+        mine = next(iter(told.values()))
         if brief:
-            return _brief_trap(mine, where, gate)
+            missed = f"; not shown at {clients_words(others)}" if others else ""
+            return _brief_trap(mine, lead, gate) + f"{missed} (--detail)"
+        per = [(c, told[c]) for c in (held or [next(iter(told))])]
+        rest = [g for g in gains if _base(g.context) == base]
         if short:
             named = "" if policy == gate.default_policy else f"; {gate.policy_axis}={policy}"
+            figures = "; ".join(
+                (f"at {clients_words([c])}, " if held else "")
+                + (", " if held else "; ").join(_short_told(m, threshold, gate))
+                for c, m in per
+            )
             return (
-                (f"with {where}: " if where else "")
-                + f"{gate.client} stays writethrough until the guest's first flush "
+                lead + f"{gate.client} stays writethrough until the guest's first flush "
                 f"({gate.until_flush_axis}=on, {gate.defaults_of}'s default"
                 f"{named}): cache=writeback over cache=none was "
-                + "; ".join(_short_told(mine, threshold, gate))
-                + f". A guest that never flushes gets {gate.client}'s writeback cache only with it "
+                + figures
+                + ". "
+                + _not_shown(rest, others, policy, True)
+                + f"A guest that never flushes gets {gate.client}'s writeback cache only with it "
                 "off; figures: --detail."
             )
         both = any(
-            g.flushes and g.until_flush == "on" and _faster(g.ratio, threshold) for g in mine
+            g.flushes and g.until_flush == "on" and _faster(g.ratio, threshold)
+            for _, m in per
+            for g in m
+        )
+        clauses = ". ".join(
+            (f"{'w' if i == 0 else 'W'}ith {clients_words([c])}, " if held else "")
+            + "; ".join(_told(m, threshold, gate) or [])
+            for i, (c, m) in enumerate(per)
         )
         return (
-            (f"with {where}: " if where else "")
-            + f"{gate.client} stays writethrough until the guest's first flush "
+            lead + f"{gate.client} stays writethrough until the guest's first flush "
             f"({gate.until_flush_axis}=on, {gate.defaults_of}'s "
             f"default; {gate.policy_axis}={policy}): "
-            + "; ".join(clauses)
-            + ". A guest that never sends a "
+            + clauses
+            + ". "
+            + _not_shown(rest, others, policy, False)
+            + f"A guest that never sends a "
             f"flush never gets {gate.client}'s writeback cache: cache=writeback alone does not "
             "speed up its writes"
             + (
@@ -350,16 +445,15 @@ def figures_finding(
         ]
         if not (any(g.flushes for g in mine) and any(not g.flushes for g in mine)):
             continue
-        where = ", ".join(
-            f"{k}={v}" for k, v in context if len({dict(g.context).get(k) for g in gains}) > 1
-        )
+        count = _count(context)
+        varied = len({_count(g.context) for g in gains}) > 1
+        lead = _lead(_base(context), gains, [count] if varied and count is not None else [])
         told = "; ".join(
             f"{g.workload}, {_which(g, gate)}: {_ratio(g)}, {_verb(g, threshold)}"
             for g in sorted(mine, key=lambda g: g.flushes)
         )
         return (
-            (f"with {where}: " if where else "")
-            + f"on {gate.where} ({gate.client}, {gate.until_flush_axis}=on, "
+            lead + f"on {gate.where} ({gate.client}, {gate.until_flush_axis}=on, "
             f"{gate.policy_axis}={policy}) QEMU "
             "cache=writeback over "
             f"cache=none, by what each workload does: {told}. These figures do not show "
