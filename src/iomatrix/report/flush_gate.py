@@ -322,6 +322,109 @@ def _not_shown(
     return f"{said[:1].upper()}{said[1:]}. " if out else ""
 
 
+@dataclass(frozen=True)
+class _Shown:
+    """Where one policy's figures show the trap (trap_finding): its context without the number of
+    clients, its policy, the gains of each client count that shows it (`per`, in order), the
+    counts that do not (`others`), and every gain of the context (`rest`)."""
+
+    base: tuple[tuple[str, str], ...]
+    policy: str
+    per: list[tuple[str | None, list[WritebackGain]]]
+    held: list[str]  # the counts named, where the sweep varies them ([] where it does not)
+    others: list[str]
+    rest: list[WritebackGain]
+
+
+def _shown(
+    gains: Sequence[WritebackGain],
+    base: tuple[tuple[str, str], ...],
+    policy: str,
+    threshold: float,
+    gate: FlushGatedCache,
+) -> _Shown | None:
+    """Which client counts of `base` and `policy` show the trap (_told), None where none does."""
+    rest = [g for g in gains if _base(g.context) == base]
+    counts = sorted({_count(g.context) for g in rest}, key=_by_number)
+    told = _told_per_count(rest, counts, policy, threshold, gate)
+    if not told:
+        return None
+    # the counts are named only where the sweep varies them
+    named = [c for c in counts if c is not None] if len(counts) > 1 else []
+    held = [c for c in named if c in told]
+    per = [(c, told[c]) for c in (held or [next(iter(told))])]
+    return _Shown(base, policy, per, held, [c for c in named if c not in told], rest)
+
+
+def _told_per_count(
+    rest: Sequence[WritebackGain],
+    counts: Sequence[str | None],
+    policy: str,
+    threshold: float,
+    gate: FlushGatedCache,
+) -> dict[str | None, list[WritebackGain]]:
+    """The gains under `policy` of each client count whose figures show the trap (_told)."""
+    told: dict[str | None, list[WritebackGain]] = {}
+    for count in counts:
+        mine = [g for g in rest if g.policy == policy and _count(g.context) == count]
+        if _told(mine, threshold, gate) is not None:
+            told[count] = mine
+    return told
+
+
+def _short_trap(s: _Shown, lead: str, threshold: float, gate: FlushGatedCache) -> str:
+    """The first screen's form of the trap (trap_finding with ``short``)."""
+    named = "" if s.policy == gate.default_policy else f"; {gate.policy_axis}={s.policy}"
+    figures = "; ".join(
+        (f"at {clients_words([c])}, " if s.held else "")
+        + (", " if s.held else "; ").join(_short_told(m, threshold, gate))
+        for c, m in s.per
+    )
+    return (
+        lead + f"{gate.client} stays writethrough until the guest's first flush "
+        f"({gate.until_flush_axis}=on, {gate.defaults_of}'s default"
+        f"{named}): cache=writeback over cache=none was "
+        + figures
+        + ". "
+        + _not_shown(s.rest, s.others, s.policy, True)
+        + f"A guest that never flushes gets {gate.client}'s writeback cache only with it "
+        "off; figures: --detail."
+    )
+
+
+def _full_trap(s: _Shown, lead: str, threshold: float, gate: FlushGatedCache) -> str:
+    """The trap in full (--detail): each count's clauses with the host's load."""
+    both = any(
+        g.flushes and g.until_flush == "on" and _faster(g.ratio, threshold)
+        for _, m in s.per
+        for g in m
+    )
+    clauses = ". ".join(
+        (f"{'w' if i == 0 else 'W'}ith {clients_words([c])}, " if s.held else "")
+        + "; ".join(_told(m, threshold, gate) or [])
+        for i, (c, m) in enumerate(s.per)
+    )
+    return (
+        lead + f"{gate.client} stays writethrough until the guest's first flush "
+        f"({gate.until_flush_axis}=on, {gate.defaults_of}'s "
+        f"default; {gate.policy_axis}={s.policy}): "
+        + clauses
+        + ". "
+        + _not_shown(s.rest, s.others, s.policy, False)
+        + f"A guest that never sends a "
+        f"flush never gets {gate.client}'s writeback cache: cache=writeback alone does not "
+        "speed up its writes"
+        + (
+            ". On one disk together they would all get it once any of them flushes "
+            f"({gate.client}'s switch is "
+            f"per {gate.scope}): a VM holding both kinds counts as flushing"
+            if both
+            else ""
+        )
+        + "."
+    )
+
+
 def trap_finding(
     gains: Sequence[WritebackGain],
     threshold: float,
@@ -341,76 +444,14 @@ def trap_finding(
         key=lambda bp: (bp[1] != gate.default_policy, bp[0]),
     )
     for base, policy in groups:
-        counts = sorted(
-            {_count(g.context) for g in gains if _base(g.context) == base}, key=_by_number
-        )
-        told: dict[str | None, list[WritebackGain]] = {}
-        for count in counts:
-            mine = [
-                g
-                for g in gains
-                if g.policy == policy and _base(g.context) == base and _count(g.context) == count
-            ]
-            if _told(mine, threshold, gate) is not None:
-                told[count] = mine
-        if not told:
+        s = _shown(gains, base, policy, threshold, gate)
+        if s is None:
             continue
-        several = len(counts) > 1 and None not in counts
-        held = [c for c in counts if c in told and c is not None] if several else []
-        others = [c for c in counts if c not in told and c is not None] if several else []
-        lead = _lead(base, gains, held)
-        mine = next(iter(told.values()))
+        lead = _lead(base, gains, s.held)
         if brief:
-            missed = f"; not shown at {clients_words(others)}" if others else ""
-            return _brief_trap(mine, lead, gate) + f"{missed} (--detail)"
-        per = [(c, told[c]) for c in (held or [next(iter(told))])]
-        rest = [g for g in gains if _base(g.context) == base]
-        if short:
-            named = "" if policy == gate.default_policy else f"; {gate.policy_axis}={policy}"
-            figures = "; ".join(
-                (f"at {clients_words([c])}, " if held else "")
-                + (", " if held else "; ").join(_short_told(m, threshold, gate))
-                for c, m in per
-            )
-            return (
-                lead + f"{gate.client} stays writethrough until the guest's first flush "
-                f"({gate.until_flush_axis}=on, {gate.defaults_of}'s default"
-                f"{named}): cache=writeback over cache=none was "
-                + figures
-                + ". "
-                + _not_shown(rest, others, policy, True)
-                + f"A guest that never flushes gets {gate.client}'s writeback cache only with it "
-                "off; figures: --detail."
-            )
-        both = any(
-            g.flushes and g.until_flush == "on" and _faster(g.ratio, threshold)
-            for _, m in per
-            for g in m
-        )
-        clauses = ". ".join(
-            (f"{'w' if i == 0 else 'W'}ith {clients_words([c])}, " if held else "")
-            + "; ".join(_told(m, threshold, gate) or [])
-            for i, (c, m) in enumerate(per)
-        )
-        return (
-            lead + f"{gate.client} stays writethrough until the guest's first flush "
-            f"({gate.until_flush_axis}=on, {gate.defaults_of}'s "
-            f"default; {gate.policy_axis}={policy}): "
-            + clauses
-            + ". "
-            + _not_shown(rest, others, policy, False)
-            + f"A guest that never sends a "
-            f"flush never gets {gate.client}'s writeback cache: cache=writeback alone does not "
-            "speed up its writes"
-            + (
-                ". On one disk together they would all get it once any of them flushes "
-                f"({gate.client}'s switch is "
-                f"per {gate.scope}): a VM holding both kinds counts as flushing"
-                if both
-                else ""
-            )
-            + "."
-        )
+            missed = f"; not shown at {clients_words(s.others)}" if s.others else ""
+            return _brief_trap(s.per[0][1], lead, gate) + f"{missed} (--detail)"
+        return (_short_trap if short else _full_trap)(s, lead, threshold, gate)
     return None
 
 
