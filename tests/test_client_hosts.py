@@ -211,6 +211,7 @@ size = "16M"
 image_size = "64M"
 runtime = {runtime}
 null_ceiling = false
+retry_disturbed = false  # what the sweep records is checked, not how clean its runs were
 time_budget = "10m"
 [repetitions]
 min = 2

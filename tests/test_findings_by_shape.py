@@ -448,6 +448,7 @@ size = "32M"
 image_size = "64M"
 runtime = 1
 null_ceiling = false
+retry_disturbed = false  # what the sweep records is checked, not how clean its runs were
 [repetitions]
 min = 1
 max = 1

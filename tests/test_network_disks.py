@@ -629,6 +629,7 @@ size = "16M"
 image_size = "64M"
 runtime = RUNTIME
 null_ceiling = false
+retry_disturbed = false  # what the sweep records is checked, not how clean its runs were
 [repetitions]
 min = 1
 max = 1
@@ -870,6 +871,7 @@ image_size = "64M"
 runtime = RUNTIME
 run_timeout = 300
 null_ceiling = false
+retry_disturbed = false  # what the sweep records is checked, not how clean its runs were
 [repetitions]
 min = 1
 max = 1
