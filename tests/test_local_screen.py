@@ -10,13 +10,14 @@ answer and every configuration's whole snippet, and the screen says so."""
 
 from __future__ import annotations
 
+import functools
 import shutil
 from pathlib import Path
 
 import pytest
 
-from iomatrix.report.headline import Headline, headline
-from iomatrix.report.recommend import recommend
+from iomatrix.report.headline import DEFAULT_TARGET, Headline, headline
+from iomatrix.report.recommend import Recommendation, recommend
 from iomatrix.store import Store
 from tests.conftest import DATA
 from tests.test_shared_storage_screen import _cli, _fits, _run_end
@@ -34,12 +35,30 @@ def local(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     return copy
 
 
-def _headline(db: Path, target: str) -> Headline:
+# Each screen and each answer is rendered once per sweep, and every test that reads it asserts on
+# that one rendering: the tests ask the same questions of it (a CLI process and a recommendation of
+# its own per test was most of this file's time). Keyed by the module's copy of the sweep, so no
+# other module's file is ever answered from here.
+@functools.cache
+def _recommendation(db: Path) -> Recommendation:
     store = Store.open_existing(db)
     try:
-        return headline(recommend(store, 1), "vm", target)
+        return recommend(store, 1)
     finally:
         store.close()
+
+
+@functools.cache
+def _headline(db: Path, target: str) -> Headline:
+    return headline(_recommendation(db), "vm", target)
+
+
+@functools.cache
+def _screen(db: Path, columns: int, target: str, *args: str) -> tuple[str, ...]:
+    """`recommend`'s lines at `columns` for `target`: the default target's as a user gets it, with
+    no --target, the platforms' with theirs."""
+    given = () if target == DEFAULT_TARGET else ("--target", target)
+    return tuple(_cli(db, columns, *given, *args))
 
 
 @pytest.mark.parametrize("target", ["libvirt", "proxmox", "nova"])
@@ -49,8 +68,8 @@ def test_a_local_answer_fits_one_screen_and_loses_nothing(
 ) -> None:
     h = _headline(local, target)
     assert len({p.cell for p in h.picks}) >= 1
-    detail = "\n".join(_cli(local, columns, "--target", target, "--detail"))
-    for lines in (_cli(local, columns, "--target", target), _run_end(local, columns, target)):
+    detail = "\n".join(_screen(local, columns, target, "--detail"))
+    for lines in (list(_screen(local, columns, target)), _run_end(local, columns, target)):
         _fits(lines, columns)
         text = "\n".join(lines)
         joined = " ".join(text.split())
@@ -86,7 +105,7 @@ def test_the_libvirt_screen_keeps_what_each_configuration_sets(local: Path) -> N
     h = _headline(local, "libvirt")
     shown: list[bool] = []
     for columns in (100, 80):
-        joined = " ".join(" ".join(_cli(local, columns)).split())
+        joined = " ".join(" ".join(_screen(local, columns, DEFAULT_TARGET)).split())
         for p in h.picks:
             assert p.snippet is not None and p.snippet.text is not None
             driver = next(x.strip() for x in p.snippet.text.splitlines() if "<driver" in x)

@@ -14,6 +14,7 @@ file small), where cache=unsafe is fastest by an order of magnitude."""
 
 from __future__ import annotations
 
+import functools
 import html as htmllib
 import json
 import re
@@ -37,12 +38,22 @@ def _copy(src: Path, tmp_path: Path) -> Path:
     return dst
 
 
+@pytest.fixture(scope="module")
+def dbs(tmp_path_factory: pytest.TempPathFactory) -> dict[Path, Path]:
+    """One private copy of each database per module. Every command here only reads it, so the
+    tests share the copy, and each answer rendered from it (_json, _outputs) is rendered once per
+    module and asserted on by every test that reads it: several tests ask the same outputs."""
+    d = tmp_path_factory.mktemp("answers")
+    return {src: _copy(src, d) for src in (QUICK, UNSAFE)}
+
+
 def _flat(text: str) -> str:
     """Wrapped prose read as one text."""
     return " ".join(text.split())
 
 
-def _outputs(db: Path, tmp_path: Path, *extra: str) -> dict[str, str]:
+@functools.cache
+def _outputs(db: Path, *extra: str) -> dict[str, str]:
     """Every place a user reads the answer, as flat text (HTML unescaped, tags dropped)."""
     out: dict[str, str] = {}
     for name, args in (
@@ -53,7 +64,7 @@ def _outputs(db: Path, tmp_path: Path, *extra: str) -> dict[str, str]:
         res = run_cli("recommend", "--db", str(db), *args, *extra)
         assert res.returncode == 0, res.stderr
         out[name] = _flat(res.stdout)
-    page = tmp_path / "r.html"
+    page = db.with_name(f"{db.stem}{''.join(extra)}.html")
     res = run_cli("report", "--html", str(page), "--db", str(db), *extra)
     assert res.returncode == 0, res.stderr
     out["html"] = _flat(htmllib.unescape(re.sub(r"<[^>]+>", " ", page.read_text())))
@@ -67,6 +78,7 @@ def _outputs(db: Path, tmp_path: Path, *extra: str) -> dict[str, str]:
     return out
 
 
+@functools.cache
 def _json(db: Path, *extra: str) -> dict:
     res = run_cli("recommend", "--db", str(db), "--format", "json", *extra)
     assert res.returncode == 0, res.stderr
@@ -79,13 +91,13 @@ def _json(db: Path, *extra: str) -> dict:
     ids=["unsettled", "unsafe-fastest", "allow-data-loss"],
 )
 def test_every_output_says_the_json_answer(
-    db: Path, extra: tuple[str, ...], tmp_path: Path
+    db: Path, extra: tuple[str, ...], dbs: dict[Path, Path]
 ) -> None:
-    db = _copy(db, tmp_path)
+    db = dbs[db]
     data = _json(db, *extra)
     picks = data["headline"]["picks"]
     assert picks, data["headline"]
-    outputs = _outputs(db, tmp_path, *extra)
+    outputs = _outputs(db, *extra)
     for p in picks:
         verb = "Use" if p["settled"] else "Use for now, the tie-break's pick"
         said = f"{verb}: {p['name']}"
@@ -113,9 +125,9 @@ def test_every_output_says_the_json_answer(
 
 
 def test_unsafe_is_not_the_default_answer_but_is_named_once_with_its_gain_and_risk(
-    tmp_path: Path,
+    dbs: dict[Path, Path],
 ) -> None:
-    db = _copy(UNSAFE, tmp_path)
+    db = dbs[UNSAFE]
     data = _json(db)
     assert [r["name"] for r in data["requirements"]] == ["power-loss-safe"] and data[
         "allow_data_loss"
@@ -130,7 +142,7 @@ def test_unsafe_is_not_the_default_answer_but_is_named_once_with_its_gain_and_ri
     # its interval spans 2.4–150×: no figure, here as in every ratio (issue 49)
     assert "may gain over the answer, not measured precisely (" in line and "×" in line
     assert "--allow-data-loss" in line and "power loss" in line
-    for where, text in _outputs(db, tmp_path).items():
+    for where, text in _outputs(db).items():
         assert (
             'cache="unsafe"' not in text and "cache=unsafe" not in text.split("not chosen:")[0]
         ), where
@@ -139,12 +151,14 @@ def test_unsafe_is_not_the_default_answer_but_is_named_once_with_its_gain_and_ri
         assert n == 1 if where in ("recommend", "end of run") else n >= 1, where
 
 
-def test_allow_data_loss_lifts_the_requirement_and_names_unsafe_as_leading(tmp_path: Path) -> None:
+def test_allow_data_loss_lifts_the_requirement_and_names_unsafe_as_leading(
+    dbs: dict[Path, Path],
+) -> None:
     # 3 rounds, unsafe's runs swinging 1.9–118× over cache=none's: at the first look's level
     # (docs/statistics.md §10b) nothing separates them. Without the requirement, unsafe is the
     # measured leader, the tie-break (safety first) the pick; nothing is "not chosen" for a
     # requirement, since none is left.
-    db = _copy(UNSAFE, tmp_path)
+    db = dbs[UNSAFE]
     data = _json(db, "--allow-data-loss")
     assert data["requirements"] == [] and data["allow_data_loss"] is True
     (v,) = data["verdicts"]
@@ -161,15 +175,15 @@ def test_allow_data_loss_lifts_the_requirement_and_names_unsafe_as_leading(tmp_p
     assert "not chosen" not in text
 
 
-def test_an_explicit_requirement_keeps_the_safe_default(tmp_path: Path) -> None:
-    db = _copy(UNSAFE, tmp_path)
+def test_an_explicit_requirement_keeps_the_safe_default(dbs: dict[Path, Path]) -> None:
+    db = dbs[UNSAFE]
     data = _json(db, "--require", "migratable")
     assert [r["name"] for r in data["requirements"]] == ["power-loss-safe", "migratable"]
     assert "cache=none" in data["verdicts"][0]["answer"]["cell"]
 
 
-def test_the_short_answer_names_its_objective(tmp_path: Path) -> None:
-    db = _copy(UNSAFE, tmp_path)
+def test_the_short_answer_names_its_objective(dbs: dict[Path, Path]) -> None:
+    db = dbs[UNSAFE]
     for extra in ((), ("--format", "markdown")):
         res = run_cli("recommend", "--db", str(db), "--objective", "cpu-per-io", *extra)
         assert res.returncode == 0, res.stderr
@@ -178,12 +192,12 @@ def test_the_short_answer_names_its_objective(tmp_path: Path) -> None:
     assert _json(db, "--objective", "cpu-per-io")["headline"]["objective"] == "cpu-per-io"
 
 
-def test_rank_names_no_leader_the_answer_does_not(tmp_path: Path) -> None:
+def test_rank_names_no_leader_the_answer_does_not(dbs: dict[Path, Path]) -> None:
     """One leader everywhere (issue 49): where the answer names the tie-break's pick ("No answer
     yet, the tie-break's pick: raw · writeback"), `rank`'s table of the tier that answered never
     says another cell "leads" the same workload (the example: "qcow2 leads" beside "leading:
     raw")."""
-    db = _copy(QUICK, tmp_path)
+    db = dbs[QUICK]
     data = _json(db)
     pick_of = {
         wg["workload"]: p["name"] for p in data["headline"]["picks"] for wg in p["workloads"]

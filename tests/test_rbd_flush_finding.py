@@ -123,7 +123,10 @@ def test_contexts_are_never_mixed_and_are_named_where_the_sweep_varies_them() ->
     assert trap_finding(mixed, 0.05, GATE) is None
     both = [*mixed, _gain("rand-write-4k-flush32", True, "on", 2.0, 1.5, 2.5, context=one)]
     text = trap_finding(both, 0.05, GATE)
-    assert text is not None and text.startswith("with clients=1: librbd stays writethrough")
+    # the count it holds at in words, a condition, never "with clients=1:" (issue 70), and the
+    # count whose figures do not show it said too
+    assert text is not None and text.startswith("at 1 client on the backend, librbd stays")
+    assert "At 2 clients the figures do not show it. " in text and "clients=" not in text
 
 
 def test_the_built_in_ceph_plan_measures_the_trap_within_its_budget() -> None:

@@ -15,7 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.backing.iscsi import free_control_port, tgtd_socket_files
+from iomatrix.backing.iscsi import (
+    free_control_port,
+    tgtadm,
+    tgtd_socket_files,
+    tgtd_target_ids,
+)
 from iomatrix.protocols.iscsi import read_write_cache
 from iomatrix.protocols.place import NetworkPlace
 from iomatrix.snippets import SNIPPET_WIDTH, DiskConfig, Snippet, snippets_for
@@ -226,11 +231,11 @@ def test_a_real_tgtd_takes_the_tgtadm_lines_and_the_lun_reads_back_as_measured(
         assert "ALL" in shown  # the initiators let in
         assert read_write_cache("127.0.0.1", port, PLACE.iqn, PLACE.lun) == (cache == "on")
     finally:
-        subprocess.run(
-            ["tgtadm", "-C", control, "--op", "delete", "--mode", "system"],
-            capture_output=True,
-            timeout=30,
-        )
+        # tgtd refuses to exit while it has targets (it then sat out the 30 s wait below and was
+        # killed): they are deleted first, as the lab's own stop does
+        for tid in tgtd_target_ids(int(control)):
+            tgtadm(int(control), "--mode", "target", "--op", "delete", "--force", "--tid", str(tid))
+        tgtadm(int(control), "--mode", "system", "--op", "delete")
         try:
             tgtd.wait(timeout=30)
         except subprocess.TimeoutExpired:

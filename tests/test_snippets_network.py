@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.backing.iscsi import free_control_port, tgtd_socket_files
+from iomatrix.backing.iscsi import free_control_port, tgtd_socket_files, tgtd_target_ids
 from iomatrix.protocols.place import NetworkPlace
 from iomatrix.protocols.rbd import pool_of
 from iomatrix.snippets import DiskConfig, minimal_domain_xml, snippet_backing, snippets_for
@@ -258,6 +258,14 @@ def test_the_tgt_and_qemu_snippets_serve_and_open_a_real_lun(tmp_path: Path) -> 
         # on the target's file, through libiscsi and tgt
         assert lun.read_bytes()[4096:8192] == b"\xab" * 4096
     finally:
+        # tgtd refuses to exit while it has targets (it then sat out the 30 s wait below and was
+        # killed): they are deleted first, as the lab's own stop does
+        for tid in tgtd_target_ids(int(control)):
+            subprocess.run(
+                [*tgtadm, "--mode", "target", "--op", "delete", "--force", "--tid", str(tid)],
+                capture_output=True,
+                timeout=30,
+            )
         subprocess.run(
             [*tgtadm, "--op", "delete", "--mode", "system"], capture_output=True, timeout=30
         )

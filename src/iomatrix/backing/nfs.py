@@ -1008,13 +1008,13 @@ class ExistingNfsServer:
         }
 
 
-def existing_server_problem(server: str, export: str) -> str | None:
+def existing_server_problem(server: str, export: str, budget: Budget | None = None) -> str | None:
     """Why the named server does not serve `export` over NFSv3, in one line naming the host, the
     port and what did not answer, with what to check; None when it does. Three steps within one
-    reach.CONNECT_BUDGET_S: a TCP connect to rpcbind (port 111), `rpcinfo -t` (rpcbind answers
-    where NFS listens, and NFS answers a null call), a libnfs mount. Read-only: nothing is created
-    on the export."""
-    budget = Budget()
+    `budget` (reach.CONNECT_BUDGET_S unless given): a TCP connect to rpcbind (port 111),
+    `rpcinfo -t` (rpcbind answers where NFS listens, and NFS answers a null call), a libnfs mount.
+    Read-only: nothing is created on the export."""
+    budget = budget or Budget()
     silent = f"NFS server {server} does not answer NFSv{NFS_VERSION} over TCP"
     checks = "check the server name, that it runs rpcbind and NFSv3, and the firewall"
     why = portal_problem(server, RPCBIND_PORT, budget.left(PORTAL_CONNECT_TIMEOUT_S))

@@ -948,13 +948,13 @@ def _monitor_problem(conf: Path, budget: Budget) -> str | None:
     return "; ".join(problems) or None
 
 
-def existing_pool_problem(spec: RbdBacking) -> str | None:
+def existing_pool_problem(spec: RbdBacking, budget: Budget | None = None) -> str | None:
     """Why the cluster of the backing's conf does not list its pool, in one line naming what did
-    not answer and what to check; None when it does. Within reach.CONNECT_BUDGET_S: a monitor's
-    greeting (a monitor that accepts and stays silent is told within seconds), then a read-only
-    `rbd ls` whose own mount timeout is what is left."""
+    not answer and what to check; None when it does. Within `budget` (reach.CONNECT_BUDGET_S
+    unless given): a monitor's greeting (a monitor that accepts and stays silent is told within
+    seconds), then a read-only `rbd ls` whose own mount timeout is what is left."""
     assert spec.conf is not None and spec.pool is not None
-    budget = Budget()
+    budget = budget or Budget()
     checks = "check the conf's mon host, the keyring, the user and the pool name"
     if (why := _monitor_problem(spec.conf, budget)) is not None:
         return (

@@ -60,11 +60,11 @@ def prune_reason(
 
 
 def tool_note(value: str) -> str:
-    """What a VM tool's snippet says of a cell measured with `value` clients."""
+    """What a VM tool's snippet says of a cell measured with `value` clients: the condition it was
+    measured under, in words, never as "clients=4", which reads as a setting to copy (issue 70)."""
     if value == "1":
         return ""
     return (
-        f"clients={value} was the number of clients sharing the backend when this was "
-        "measured, not a setting: "
-        "how many of your hosts and disks share it decides what you get"
+        f"measured with {value} clients sharing the backend; how many of your hosts and disks "
+        "share it decides what you get"
     )

@@ -53,9 +53,10 @@ def _rtt_rule(values: Mapping[str, str], ctx: RuleContext) -> str | None:
 def _rtt_tool(value: str) -> ToolOption:
     if value == "0":
         return ToolOption()
+    # the condition in words, as the clients' note (domain/clients.py: tool_note), never "rtt=2ms"
     return ToolOption(
-        note=f"rtt={value} was the network's emulated round-trip time when this was measured, not "
-        "a setting: your own network's round trip decides what you get"
+        note=f"measured over an emulated network round trip of {value}; your own network's round "
+        "trip decides what you get"
     )
 
 

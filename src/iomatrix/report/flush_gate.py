@@ -245,16 +245,183 @@ def _short_told(
     ]
 
 
-def _brief_trap(mine: Sequence[WritebackGain], where: str, gate: FlushGatedCache) -> str:
+def _brief_trap(mine: Sequence[WritebackGain], lead: str, gate: FlushGatedCache) -> str:
     """The trap in one line (trap_finding with ``brief``): the workloads that never flush by name,
-    the figures in --detail."""
+    the figures in --detail; `lead`: the conditions and settings it holds at (_lead)."""
     never = ", ".join(
         dict.fromkeys(g.workload for g in mine if not g.flushes and g.until_flush == "on")
     )
     return (
-        (f"with {where}: " if where else "")
-        + f"{gate.client} is writethrough until the first flush: cache=writeback speeds up "
-        f"{never} (never flushes) only with {gate.until_flush_axis}=off (--detail)"
+        lead + f"{gate.client} is writethrough until the first flush: cache=writeback speeds up "
+        f"{never} (never flushes) only with {gate.until_flush_axis}=off"
+    )
+
+
+# The condition axis a finding is told across rather than per value (issue 70): the number of
+# clients sharing the backend, said in words ("at 1, 2 and 4 clients on the backend"), never as a
+# setting ("with clients=1").
+CLIENTS = "clients"
+
+
+def _base(context: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """A gain's context without its number of clients."""
+    return tuple((k, v) for k, v in context if k != CLIENTS)
+
+
+def _count(context: tuple[tuple[str, str], ...]) -> str | None:
+    return dict(context).get(CLIENTS)
+
+
+def _by_number(count: str | None) -> tuple[int, str]:
+    return (int(count), "") if count is not None and count.isdigit() else (-1, str(count))
+
+
+def clients_words(counts: Sequence[str]) -> str:
+    """Numbers of clients in words: "1 client", "1 and 4 clients", "1, 2 and 4 clients"."""
+    ordered = sorted(counts, key=_by_number)
+    said = ordered[0] if len(ordered) == 1 else f"{', '.join(ordered[:-1])} and {ordered[-1]}"
+    return f"{said} client{'' if ordered == ['1'] else 's'}"
+
+
+def _lead(
+    base: tuple[tuple[str, str], ...], gains: Sequence[WritebackGain], counts: Sequence[str]
+) -> str:
+    """What a finding holds at, before its sentence: the settings of its context the sweep varies
+    ("with format=qcow2, "), and where the sweep varies the number of clients, the counts it holds
+    at in words ("at 1 and 4 clients on the backend, "); "" where it varies neither."""
+    where = ", ".join(
+        f"{k}={v}" for k, v in base if len({dict(g.context).get(k) for g in gains}) > 1
+    )
+    on = f"at {clients_words(counts)} on the backend" if counts else ""
+    said = ", ".join(x for x in (f"with {where}" if where else "", on) if x)
+    return f"{said}, " if said else ""
+
+
+def _not_shown(
+    gains: Sequence[WritebackGain], counts: Sequence[str], policy: str, short: bool
+) -> str:
+    """The counts of clients whose figures do not show the trap (under the finding's `policy`),
+    with what writeback measured there on each workload that never flushes ("At 2 clients the
+    figures do not show it: …"); "" where every count shows it."""
+    out = []
+    for count in counts:
+        mine = [
+            g
+            for g in gains
+            if _count(g.context) == count
+            and g.policy == policy
+            and not g.flushes
+            and g.until_flush == "on"
+        ]
+        told = ", ".join(
+            f"{ratio_text(*g.ratio) if short else _ratio(g)} on {g.workload}" for g in mine
+        )
+        measured = f": cache=writeback over cache=none was {told} with it on" if told else ""
+        out.append(f"at {clients_words([count])} the figures do not show it{measured}")
+    said = "; ".join(out)
+    return f"{said[:1].upper()}{said[1:]}. " if out else ""
+
+
+@dataclass(frozen=True)
+class _Shown:
+    """Where one policy's figures show the trap (trap_finding): its context without the number of
+    clients, its policy, the gains of each client count that shows it (`per`, in order), the
+    counts that do not (`others`), and every gain of the context (`rest`)."""
+
+    base: tuple[tuple[str, str], ...]
+    policy: str
+    per: list[tuple[str | None, list[WritebackGain]]]
+    held: list[str]  # the counts named, where the sweep varies them ([] where it does not)
+    others: list[str]
+    rest: list[WritebackGain]
+
+
+def _shown(
+    gains: Sequence[WritebackGain],
+    base: tuple[tuple[str, str], ...],
+    policy: str,
+    threshold: float,
+    gate: FlushGatedCache,
+) -> _Shown | None:
+    """Which client counts of `base` and `policy` show the trap (_told), None where none does."""
+    rest = [g for g in gains if _base(g.context) == base]
+    counts = sorted({_count(g.context) for g in rest}, key=_by_number)
+    told = _told_per_count(rest, counts, policy, threshold, gate)
+    if not told:
+        return None
+    # the counts are named only where the sweep varies them
+    named = [c for c in counts if c is not None] if len(counts) > 1 else []
+    held = [c for c in named if c in told]
+    per = [(c, told[c]) for c in (held or [next(iter(told))])]
+    return _Shown(base, policy, per, held, [c for c in named if c not in told], rest)
+
+
+def _told_per_count(
+    rest: Sequence[WritebackGain],
+    counts: Sequence[str | None],
+    policy: str,
+    threshold: float,
+    gate: FlushGatedCache,
+) -> dict[str | None, list[WritebackGain]]:
+    """The gains under `policy` of each client count whose figures show the trap (_told)."""
+    told: dict[str | None, list[WritebackGain]] = {}
+    for count in counts:
+        mine = [g for g in rest if g.policy == policy and _count(g.context) == count]
+        if _told(mine, threshold, gate) is not None:
+            told[count] = mine
+    return told
+
+
+def _short_trap(s: _Shown, lead: str, threshold: float, gate: FlushGatedCache) -> str:
+    """The first screen's form of the trap (trap_finding with ``short``)."""
+    named = "" if s.policy == gate.default_policy else f"; {gate.policy_axis}={s.policy}"
+    figures = "; ".join(
+        (f"at {clients_words([c])}, " if s.held else "")
+        + (", " if s.held else "; ").join(_short_told(m, threshold, gate))
+        for c, m in s.per
+    )
+    return (
+        lead + f"{gate.client} stays writethrough until the guest's first flush "
+        f"({gate.until_flush_axis}=on, {gate.defaults_of}'s default"
+        f"{named}): cache=writeback over cache=none was "
+        + figures
+        + ". "
+        + _not_shown(s.rest, s.others, s.policy, True)
+        + f"A guest that never flushes gets {gate.client}'s writeback cache only with it "
+        "off; figures: --detail."
+    )
+
+
+def _full_trap(s: _Shown, lead: str, threshold: float, gate: FlushGatedCache) -> str:
+    """The trap in full (--detail): each count's clauses with the host's load."""
+    both = any(
+        g.flushes and g.until_flush == "on" and _faster(g.ratio, threshold)
+        for _, m in s.per
+        for g in m
+    )
+    clauses = ". ".join(
+        (f"{'w' if i == 0 else 'W'}ith {clients_words([c])}, " if s.held else "")
+        + "; ".join(_told(m, threshold, gate) or [])
+        for i, (c, m) in enumerate(s.per)
+    )
+    return (
+        lead + f"{gate.client} stays writethrough until the guest's first flush "
+        f"({gate.until_flush_axis}=on, {gate.defaults_of}'s "
+        f"default; {gate.policy_axis}={s.policy}): "
+        + clauses
+        + ". "
+        + _not_shown(s.rest, s.others, s.policy, False)
+        + f"A guest that never sends a "
+        f"flush never gets {gate.client}'s writeback cache: cache=writeback alone does not "
+        "speed up its writes"
+        + (
+            ". On one disk together they would all get it once any of them flushes "
+            f"({gate.client}'s switch is "
+            f"per {gate.scope}): a VM holding both kinds counts as flushing"
+            if both
+            else ""
+        )
+        + "."
     )
 
 
@@ -267,55 +434,24 @@ def trap_finding(
 ) -> str | None:
     """The sentence, or None when the figures do not show the trap (module docstring); ``short``:
     the first screen's form (each ratio and what its workload does; the load and the rest:
-    --detail); ``brief``: one line, the workloads it concerns by name (a crowded first screen's)."""
-    # the default policy first, then the simplest context (one client before several)
+    --detail); ``brief``: one line, the workloads it concerns by name (a crowded first screen's).
+    Where the sweep varies the number of clients, one sentence says every count the figures show
+    it at, in words, each count's figures in turn, and what the others measured (issue 70: it said
+    "with clients=1:", one count picked as if a setting)."""
+    # the default policy first, then the simplest context; the client counts within each
     groups = sorted(
-        {(g.context, g.policy) for g in gains},
-        key=lambda cp: (cp[1] != gate.default_policy, cp[0]),
+        {(_base(g.context), g.policy) for g in gains},
+        key=lambda bp: (bp[1] != gate.default_policy, bp[0]),
     )
-    for context, policy in groups:
-        mine = [g for g in gains if g.policy == policy and g.context == context]
-        clauses = _told(mine, threshold, gate)
-        if clauses is None:
+    for base, policy in groups:
+        s = _shown(gains, base, policy, threshold, gate)
+        if s is None:
             continue
-        # the context is named only where the sweep varies it
-        where = ", ".join(
-            f"{k}={v}" for k, v in context if len({dict(g.context).get(k) for g in gains}) > 1
-        )
+        lead = _lead(base, gains, s.held)
         if brief:
-            return _brief_trap(mine, where, gate)
-        if short:
-            named = "" if policy == gate.default_policy else f"; {gate.policy_axis}={policy}"
-            return (
-                (f"with {where}: " if where else "")
-                + f"{gate.client} stays writethrough until the guest's first flush "
-                f"({gate.until_flush_axis}=on, {gate.defaults_of}'s default"
-                f"{named}): cache=writeback over cache=none was "
-                + "; ".join(_short_told(mine, threshold, gate))
-                + f". A guest that never flushes gets {gate.client}'s writeback cache only with it "
-                "off; figures: --detail."
-            )
-        both = any(
-            g.flushes and g.until_flush == "on" and _faster(g.ratio, threshold) for g in mine
-        )
-        return (
-            (f"with {where}: " if where else "")
-            + f"{gate.client} stays writethrough until the guest's first flush "
-            f"({gate.until_flush_axis}=on, {gate.defaults_of}'s "
-            f"default; {gate.policy_axis}={policy}): "
-            + "; ".join(clauses)
-            + ". A guest that never sends a "
-            f"flush never gets {gate.client}'s writeback cache: cache=writeback alone does not "
-            "speed up its writes"
-            + (
-                ". On one disk together they would all get it once any of them flushes "
-                f"({gate.client}'s switch is "
-                f"per {gate.scope}): a VM holding both kinds counts as flushing"
-                if both
-                else ""
-            )
-            + "."
-        )
+            missed = f"; not shown at {clients_words(s.others)}" if s.others else ""
+            return _brief_trap(s.per[0][1], lead, gate) + f"{missed} (--detail)"
+        return (_short_trap if short else _full_trap)(s, lead, threshold, gate)
     return None
 
 
@@ -350,16 +486,15 @@ def figures_finding(
         ]
         if not (any(g.flushes for g in mine) and any(not g.flushes for g in mine)):
             continue
-        where = ", ".join(
-            f"{k}={v}" for k, v in context if len({dict(g.context).get(k) for g in gains}) > 1
-        )
+        count = _count(context)
+        varied = len({_count(g.context) for g in gains}) > 1
+        lead = _lead(_base(context), gains, [count] if varied and count is not None else [])
         told = "; ".join(
             f"{g.workload}, {_which(g, gate)}: {_ratio(g)}, {_verb(g, threshold)}"
             for g in sorted(mine, key=lambda g: g.flushes)
         )
         return (
-            (f"with {where}: " if where else "")
-            + f"on {gate.where} ({gate.client}, {gate.until_flush_axis}=on, "
+            lead + f"on {gate.where} ({gate.client}, {gate.until_flush_axis}=on, "
             f"{gate.policy_axis}={policy}) QEMU "
             "cache=writeback over "
             f"cache=none, by what each workload does: {told}. These figures do not show "

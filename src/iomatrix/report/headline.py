@@ -43,6 +43,7 @@ from iomatrix.report.recommend import (
 from iomatrix.report.recommend.axis_lines import AxisAnswer, axis_brief, axis_lines
 from iomatrix.report.recommend.change import keep_reason, measured_against_current, not_decided
 from iomatrix.report.recommend.grammar import ratio_against, turned
+from iomatrix.report.recommend.roles import rival_of
 from iomatrix.snippets import Snippet, answer_storage_snippet
 from iomatrix.vmconfig.reading import CurrentConfig
 
@@ -77,6 +78,11 @@ def check_target(target: str) -> str:
     return target
 
 
+# The statuses of a pick not separated from its runner-up (a tie the tie-break broke, or not
+# settled yet): their status says from which cell (WorkloadGain.rival).
+UNSEPARATED = ("tied", "provisional")
+
+
 @dataclass(frozen=True)
 class WorkloadGain:
     """What the configuration gains on one workload, and how sure the choice is."""
@@ -105,6 +111,11 @@ class WorkloadGain:
     # minutes that would settle it, in full and brief (Verdict.unresolved)
     unresolved: str = ""
     unresolved_brief: str = ""
+    # status "tied" or "provisional": the cell the pick was not told apart from (its runner-up,
+    # roles.rival_of), which the status names ("not told apart yet from …"): the ratio beside it
+    # is against a baseline, which the status does not describe (issue 70: "4.27× (3.40–5.35)
+    # QEMU's default · not told apart yet" read as a ratio clear of 1 not told apart)
+    rival: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -117,6 +128,7 @@ class WorkloadGain:
             "kept": self.kept or None,
             "alternatives": [self._said(g, g.against) for g in self.alternatives],
             **({"own_pick": self.own} if self.own else {}),
+            **({"not_told_apart_from": self.rival} if self.rival else {}),
         }
 
     def _said(self, g: Gain, against: str) -> dict[str, Any]:
@@ -532,8 +544,17 @@ def _answer(
             baselines=tuple(of(b) for b in baselines),
             unresolved=v.unresolved[0],
             unresolved_brief=v.unresolved[1],
+            rival=_rival(shown, status, of),
         )
     )
+
+
+def _rival(shown: Verdict, status: str, of: Callable[[str], str]) -> str:
+    """The configuration (`of`) an unseparated pick was not told apart from (roles.rival_of); ""
+    for a decided or kept one, or where the decision names none."""
+    assert shown.choice is not None
+    rival = rival_of(shown, shown.choice.cell) if status in UNSEPARATED else None
+    return "" if rival is None else of(rival)
 
 
 def _labelled(g: Gain | None, of: Callable[[str], str]) -> Gain | None:
@@ -613,6 +634,7 @@ def _named_gain(
         kept=names.rename(wg.kept),
         unresolved=names.rename(wg.unresolved),
         unresolved_brief=names.rename(wg.unresolved_brief),
+        rival=names.of(wg.rival) if wg.rival else "",
         alternatives=tuple(
             replace(a, against=names.of(a.label)) for a in wg.alternatives if a.label is not None
         ),
@@ -766,7 +788,7 @@ def _pick(v: Verdict, target: str, settled: bool = True, varied: tuple[str, ...]
     config = v.choice.cell
     extra: dict[str, Any] = {}
     if v.snippets is not None:
-        config = v.snippets.config.label()
+        config = v.snippets.config.settings_label()  # a condition (clients) is no setting
         snippet = next((s for s in v.snippets.snippets if s.tool == target), None)
         # The shorter form of the same edit where there is one (virt-xml for the user's <disk>; the
         # XML: --detail).

@@ -33,6 +33,7 @@ from iomatrix.report.headline import DEFAULT_TARGET, headline
 from iomatrix.report.history_chart import history_sections
 from iomatrix.report.html_tables import labelled_tables
 from iomatrix.report.objective import Objective, objective_line, objective_metric
+from iomatrix.report.per_backing import configurations_in
 from iomatrix.report.query import (
     CellWorkload,
     cell_workloads,
@@ -44,7 +45,7 @@ from iomatrix.report.query import (
 from iomatrix.report.rank import WorkloadRanking, primary_metric, rank_sweep
 from iomatrix.report.recommend import Recommendation, Verdict, recommend
 from iomatrix.report.recommend.grammar import centre_heading, compared, to_best
-from iomatrix.report.render import STATUS_TEXT, gain_text, page_cache_lines
+from iomatrix.report.render import gain_text, page_cache_lines, status_text
 from iomatrix.stats import summarize
 from iomatrix.stats.decision import DEFAULT_THRESHOLD, DEFAULT_TIE_BREAK
 from iomatrix.stats.ranking import RankedRow
@@ -68,6 +69,9 @@ def _env() -> Environment:
         lstrip_blocks=True,
     )
     env.filters["num"] = fmt
+    # a configuration to use named by its settings: the number of clients it was measured with is
+    # a condition its answer's name says ("… with 4 clients"), not a setting (issue 70)
+    env.filters["setting"] = configurations_in
     env.filters["ratio"] = lambda g: "–" if g is None or g.ratio is None else ratio_text(*g.ratio)
     # the choice against another configuration in the one grammar (recommend/grammar.py)
     env.globals["compared"] = lambda g, metric: (
@@ -515,7 +519,7 @@ def render_report(
             head=headline(rec, info["host"]["hostname"], target),
             gain_text=gain_text,
             page_cache_lines=page_cache_lines,
-            status_text=STATUS_TEXT,
+            status_text=status_text,
             verdicts=verdicts,
             rankings=rankings,
             blocksizes=blocksize_sections(cws),

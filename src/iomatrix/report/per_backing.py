@@ -10,6 +10,7 @@ named "WORKLOAD on BACKING"."""
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -154,6 +155,17 @@ def configuration(label: str | None) -> str | None:
     Worked example: "format=raw cache=none clients=4 aio=threads" → "format=raw cache=none
     aio=threads"."""
     return None if label is None else without_axis(label, CLIENTS)
+
+
+def configurations_in(text: str) -> str:
+    """`text` (a cell's label, or prose that names cells by their labels) with each label named as
+    its configuration (`configuration`): the number of clients it was measured with dropped, a
+    condition the answer's name says, not a setting (issue 70). A run's cell id
+    ("…/rbd+clients=2+…") is not a label and is kept.
+
+    Worked example: "use for now: format=raw cache=none clients=2 aio=threads" → "use for now:
+    format=raw cache=none aio=threads"."""
+    return re.sub(rf" {CLIENTS}=\d+(?=[\s;,:)]|$)", "", text)
 
 
 def emulated_rtt_notes(store: Store, sweep_id: int, cws: Sequence[CellWorkload]) -> list[str]:

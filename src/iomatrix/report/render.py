@@ -31,6 +31,7 @@ from iomatrix.report.screen import STATUS_TEXT as STATUS_TEXT
 from iomatrix.report.screen import code_lines, headline_text, wrap
 from iomatrix.report.screen import gain_text as gain_text
 from iomatrix.report.screen import page_cache_lines as page_cache_lines
+from iomatrix.report.screen import status_text as status_text
 from iomatrix.store import Store
 from iomatrix.tiers import tier_classes
 from iomatrix.ui import fmt
@@ -204,12 +205,16 @@ def _snippet_lines(
     if v.snippets is None:
         return []
     config = v.snippets.config
+    # the settings the snippets set, without the conditions measured under (the number of clients
+    # sharing the backend: their notes say it in words); printed once per measured configuration
     if config.label() in printed:
-        return [f"snippets: as above ({config.label()})"]
+        return [f"snippets: as above ({config.settings_label()})"]
     printed.add(config.label())
     out = []
     if config.assumed:
-        out.append(f"snippets assume {', '.join(config.assumed)} (not swept): " + config.label())
+        out.append(
+            f"snippets assume {', '.join(config.assumed)} (not swept): " + config.settings_label()
+        )
     if v.snippets.kept:
         out.append(v.snippets.kept)
     for s in v.snippets.snippets:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from iomatrix.report.headline import TARGETS, Headline, Pick, WorkloadGain
+from iomatrix.report.headline import TARGETS, UNSEPARATED, Headline, Pick, WorkloadGain
 from iomatrix.report.objective import Objective, objective_line
 from iomatrix.report.recommend import DOCUMENTED
 from iomatrix.report.recommend.grammar import ratio_against
@@ -43,6 +43,8 @@ STATUS_TEXT = {
 # A squeezed screen's statuses (report/headline.py's Pick.verb says the tie-break's pick once, above
 # them).
 SHORT_STATUS = {"tied": "not told apart", "provisional": "not told apart yet"}
+# How an unseparated pick's status begins, the runner-up's name then following it (_apart_from).
+APART = "not told apart"
 FIRST_SCREEN_LINES = 30
 
 
@@ -547,10 +549,15 @@ def _workload_line(
     # on a crowded screen a configuration of one backing group does not repeat it per workload
     on = f" on {next(iter(groups))}" if dense and len(groups) == 1 and None not in groups else ""
     tier = f" [{wg.tier} tier]" if wg.tier and one_tier is None else ""
-    status = _status_text(wg, squeeze, dense)
+    # the runner-up named where a ratio against another cell stands beside the status (beside
+    # "1.00×: it is QEMU's default" no other cell's ratio is there to misread it against, and a
+    # crowded quickstart screen keeps its axis lines)
+    itself = wg.gain is not None and wg.gain.label == p.cell
+    status = _status_text(wg, squeeze, dense, rival=not itself, pick=p.name)
     name = wg.workload.removesuffix(on) if on else wg.workload
     # a crowded screen: "not told apart yet" above says it for each line
-    said = "" if dense >= 3 and not p.settled and status == SHORT_STATUS["provisional"] else status
+    provisional = wg.status in ("provisional", "joined-provisional")
+    said = "" if dense >= 3 and not p.settled and provisional else status
     said = f" · {said}" if said else ""
     # kept (--current, not decided): each line is the candidate's, named: "A is N× B" ("A has N×
     # lower latency than B")
@@ -560,17 +567,51 @@ def _workload_line(
     return wrap(f"{name}: {who}{gain}{said}{tier}", width, "  ")
 
 
-def _status_text(wg: WorkloadGain, squeeze: bool, dense: int) -> str:
-    """A workload line's status as the screen's layout says it (_workload_line)."""
+def _status_text(
+    wg: WorkloadGain, squeeze: bool, dense: int, rival: bool = True, pick: str = ""
+) -> str:
+    """A workload line's status as the screen's layout says it (_workload_line); `rival`: naming
+    the runner-up of a pick not separated from it (_apart_from), by what tells it from the `pick`'s
+    name where given."""
     statuses = DENSE_STATUS if dense else SHORT_STATUS if squeeze else STATUS_TEXT
-    if wg.status in ("tied", "provisional") and wg.unresolved and not (dense or squeeze):
+    if wg.status in UNSEPARATED and wg.unresolved and not (dense or squeeze):
         # as a role's answer says it (issue 71): the interval reached, the property the pick rests
         # on, the minutes that would settle it; a squeezed screen says its status alone, the rest
         # in --detail (a line each kept a shared-storage answer's backings on one screen)
         return wg.unresolved
     if wg.status == "equivalent" and wg.kept:
         return f"kept: {wg.kept}"
-    return statuses.get(wg.status, STATUS_TEXT[wg.status])
+    said = statuses.get(wg.status, STATUS_TEXT[wg.status])
+    return _apart_from(wg, said, pick) if rival else said
+
+
+def status_text(wg: WorkloadGain) -> str:
+    """A workload's status in full, as Markdown and the HTML report say it beside its ratio: the
+    runner-up the pick was not told apart from named, the interval reached and what settles it."""
+    return _status_text(wg, squeeze=False, dense=0)
+
+
+def _apart_from(wg: WorkloadGain, said: str, pick: str = "") -> str:
+    """`said` ("not told apart yet", "not told apart here: the tie-break's pick") naming the cell
+    the pick was not told apart from (WorkloadGain.rival): "not told apart yet from qcow2 ·
+    writeback".
+    The status is the pick's against its runner-up, not against the baseline whose ratio stands
+    beside it: unnamed, "4.27× (3.40–5.35) QEMU's default · not told apart yet" read as a ratio
+    clear of 1 that was not told apart from 1 (issue 70). Beside a `pick`'s name, the runner-up
+    by what tells it from the pick, as a joined workload's own pick is named: "raw · writeback"
+    beside "raw · cache=none" is "writeback" (a crowded screen's line fits 80 columns)."""
+    if wg.status not in UNSEPARATED or not wg.rival or not said.startswith(APART):
+        return said
+    yet = APART + " yet"
+    head = yet if said.startswith(yet) else APART
+    return f"{head} from {_by_difference(pick, wg.rival)}{said[len(head) :]}"
+
+
+def _by_difference(pick: str, other: str) -> str:
+    """`other`'s short name by the parts of it that `pick`'s lacks ("raw · writeback" beside "raw ·
+    cache=none": "writeback"); its whole name where it has none of its own (or no pick given)."""
+    mine = set(pick.split(" · ")) if pick else set()
+    return " · ".join(part for part in other.split(" · ") if part not in mine) or other
 
 
 @dataclass

@@ -43,6 +43,7 @@ from iomatrix.domain.axes import (
     BackingFacts,
     RuleContext,
 )
+from iomatrix.domain.network_axes import CONDITIONS
 from iomatrix.errors import UserError
 from iomatrix.protocol_registry import is_network, network_protocol
 from iomatrix.protocol_registry import protocol as protocol_named
@@ -268,6 +269,15 @@ class DiskConfig:
             if a.name in values and ((a.always_named and a.tools) or values[a.name] != a.default)
         )
 
+    def settings_label(self) -> str:
+        """label() without the conditions the cell was measured under (network_axes.CONDITIONS:
+        the emulated round-trip time, the number of clients sharing the backend): what a snippet
+        sets, which a condition is not. A snippet's note says the condition in words (issue 70:
+        "bus=virtio-blk clients=4" read as a setting to copy)."""
+        return " ".join(
+            pair for pair in self.label().split(" ") if pair.split("=")[0] not in CONDITIONS
+        )
+
     def default_path(self) -> str:
         if self.protocol is not None:  # a network disk's own name: network.NetworkPlace
             return protocol_named(self.protocol).url(NetworkPlace(), self.format.value)
@@ -379,7 +389,8 @@ class SnippetSet:
     def as_dict(self) -> dict[str, Any]:
         kept = {"kept": self.kept} if self.kept else {}
         return {
-            "config": self.config.label(),
+            # what the snippets set: the conditions measured under are the answer's name's
+            "config": self.config.settings_label(),
             "assumed": list(self.config.assumed),
             **kept,
             "snippets": [s.as_dict() for s in self.snippets],

@@ -617,7 +617,7 @@ def not_told_apart(
     settle it, from the decision's own estimate of the rounds still needed."""
     choice = shown.choice
     assert choice is not None
-    rival = _rival(shown, cell, ahead)
+    rival = rival_of(shown, cell, ahead)
     axes_of = {c.label(): c.axes for c in cws if c.workload == shown.workload}
     reason = pick_reason(
         axes_of.get(cell, {}), axes_of.get(rival) if rival else None, _keeper(shown, cell)
@@ -633,9 +633,10 @@ def not_told_apart(
     return full, brief
 
 
-def _rival(shown: Verdict, cell: str, ahead: str | None) -> str | None:
+def rival_of(shown: Verdict, cell: str, ahead: str | None = None) -> str | None:
     """The cell the pick was not told apart from: the rest of the decision's top group (not ruled
-    out), else its runner-up, else the cell ahead on the deciding figure."""
+    out), else its runner-up, else the cell ahead on the deciding figure (the headline's status
+    names it too: report/headline.py WorkloadGain.rival)."""
     choice = shown.choice
     assert choice is not None
     rivals = [c for c in choice.tied if c not in choice.ruled_out]
