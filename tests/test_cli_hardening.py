@@ -30,14 +30,21 @@ def one_line_error(proc: subprocess.CompletedProcess[str], *needles: str, code: 
         assert n in lines[0], lines[0]
 
 
+# A sweep whose locks the tests below hold while others are refused: what is checked is who holds
+# which lock, never a figure, so short runs on a small file, and no retry of a run the loaded host
+# disturbed (at load 1-3 most short runs are flagged, each retry one run more to wait for). Two
+# rounds, so that the first sweep still runs when its lock is seen (it is frozen then).
+HELD_PLAN = (
+    'tier = ["baremetal"]\nworkloads = ["rand-read-4k"]\nsize = "4M"\nruntime = 0.5\n'
+    "retry_disturbed = false\n[repetitions]\nmin = 2\nmax = 2\n"
+)
+
+
 def test_second_sweep_on_the_same_db_or_workdir_names_the_first(tmp_path: Path) -> None:
     plan = tmp_path / "slow.toml"
-    # 1 s runs: the first sweep is frozen (SIGSTOP) while the others are refused, so its length need
-    # not cover them.
-    plan.write_text(
-        'tier = ["baremetal"]\nworkloads = ["rand-read-4k"]\nsize = "16M"\nruntime = 1\n'
-        "[repetitions]\nmin = 2\nmax = 2\n"
-    )
+    # The first sweep is frozen (SIGSTOP) while the others are refused, so its length need not
+    # cover them.
+    plan.write_text(HELD_PLAN)
     db, work = tmp_path / "r.sqlite", tmp_path / "w"
     first = subprocess.Popen(
         [*iomatrix_argv(), "run", str(plan), "--db", str(db), "--workdir", str(work)],
@@ -92,10 +99,7 @@ def test_a_hard_link_to_a_database_a_sweep_writes_is_refused_with_the_holder(
     # lock was keyed on the name): it wrote its runs through its own -wal, and afterwards the file
     # held only the other sweep's.
     plan = tmp_path / "l.toml"
-    plan.write_text(
-        'tier = ["baremetal"]\nworkloads = ["rand-read-4k"]\nsize = "16M"\nruntime = 1\n'
-        "[repetitions]\nmin = 2\nmax = 2\n"
-    )
+    plan.write_text(HELD_PLAN)
     db, work = tmp_path / "x.sqlite", tmp_path / "w"
     (tmp_path / "elsewhere").mkdir()
     hard = tmp_path / "elsewhere" / "hard.sqlite"

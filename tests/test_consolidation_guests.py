@@ -112,10 +112,12 @@ def test_one_tile_file_copy_point(tmp_path: Path):
 
 
 def test_role_failure_marks_the_point_failed_and_the_sweep_goes_on(tmp_path: Path):
-    # A 16 MiB disk cannot hold the source's tree at scale 1 (two 8 MiB files and 400 small ones):
-    # the source's role fails on a full disk, its peer is stopped, and the next cell still runs.
+    # A 4 MiB disk (an ext4 of 1 KiB blocks with a 1 MiB journal: under 3 MiB free) cannot hold the
+    # source's tree at scale 0.25 (100 small files, 0.8 MiB, and two of 2 MiB): the source's role
+    # fails on a full disk, its peer is stopped, and the next cell still runs. (A quarter of the
+    # tree the guest writes at scale 1 on a 16 MiB disk: the same failure, less TCG time.)
     plan = _plan(
-        tmp_path, "full-disk", ["none", "writeback"], [1], scale=1.0, image_size="16M", size="8M"
+        tmp_path, "full-disk", ["none", "writeback"], [1], scale=0.25, image_size="4M", size="2M"
     )
     db, wd = tmp_path / "r.sqlite", tmp_path / "wd"
     res = run_cli("run", str(plan), "--db", str(db), "--workdir", str(wd), timeout=600)

@@ -6,6 +6,7 @@ lines stay short."""
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -33,7 +34,11 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return copy
 
 
+@functools.cache
 def _cli(*args: str, columns: int = 100) -> subprocess.CompletedProcess[str]:
+    """The command as a user runs it at `columns`, run once per module: the width tests run every
+    report command at 80 and 100 columns, and the tests of recommend's screens read the same
+    renderings (each command here reads the module's copy of the sweep, never writes it)."""
     return subprocess.run(
         [*iomatrix_argv(), *args],
         capture_output=True,

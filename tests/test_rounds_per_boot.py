@@ -72,7 +72,7 @@ def test_auto_rounds_per_boot_records_its_choice_with_every_run(tmp_path: Path) 
     (tmp_path / "p.toml").write_text(
         'tier = ["guest"]\nformat = ["qcow2"]\ncache = ["none"]\nbus = ["virtio-blk"]\n'
         'workloads = ["rand-write-4k", "rand-read-4k"]\nsize = "16M"\nimage_size = '
-        '"64M"\nruntime = 1\n'
+        '"64M"\nruntime = 0.5\n'
         "run_timeout = 120\nnull_ceiling = false\nrepetitions_per_boot = "
         '"auto"\nretry_disturbed = false\n'
         "[repetitions]\nmin = 6\nmax = 6\n"

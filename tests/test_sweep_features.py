@@ -1,5 +1,5 @@
 """Real sweeps exercising features end to end: custom fio job files, eatmydata, failing guests,
-filesystem workloads, seed 000 scores and sweep comparison."""
+filesystem workloads; and the weighted scores and sweep comparison on a real sweep's stored runs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import needs, run_cli
+from iomatrix.report.render import end_of_run_text
+from iomatrix.store import Store
+from tests.conftest import DATA, needs, run_cli
 
 pytestmark = [pytest.mark.slow, needs("fio")]
 
@@ -142,35 +144,26 @@ max = 1
         assert steps, f"{w} reported no timed steps"
 
 
-@needs("qemu-system-x86_64")
 def test_weighted_scores_and_sweep_comparison(tmp_path: Path) -> None:
-    plan = """
-tier = ["baremetal", "guest"]
-format = ["raw"]
-cache = ["none", "writeback"]
-workloads = ["seq-read-1m", "rand-read-4k", "seq-write-1m", "rand-write-4k"]
-size = "16M"  # the reads' prefill, under TCG in the guest: half of it
-image_size = "64M"
-runtime = 0.3  # the scores and the comparison are what is checked, not the figures' precision
-null_ceiling = false
-retry_disturbed = false  # (nor how clean the runs were: a retry of a disturbed guest run is a boot more)
-# Both rounds of a guest cell in one TCG boot (2 boots, not 4): every cell still has two runs of
-# each workload, which is all the scores and the comparison read.
-repetitions_per_boot = 2
-[repetitions]
-min = 2
-max = 2
-# The scores rank the guest's cells against bare metal's cache=none figures (the factor); a
-# bare-metal cache=writeback cell was 8 runs that neither the scores nor the comparison needs.
-[baremetal]
-cache = ["none"]
-"""  # noqa: E501
-    (tmp_path / "p.toml").write_text(plan)
-    proc = run_cli("run", "p.toml", "--db", "a.sqlite", "--accel", "tcg", cwd=tmp_path, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    # The second sweep: the first one's runs at 60 % (a copy with its samples scaled), not a second
-    # 90 s of TCG guests: what is checked is how compare lists and tests two sweeps' cells, which a
-    # re-run adds nothing to.
+    """The weighted scores rank a real sweep's guest cells against bare metal's cache=none figures
+    (the factor), and compare lists and tests two sweeps' cells. The sweep is
+    data/answers/weighted-scores.sqlite, a real run of weighted-scores.toml beside it (bare metal
+    and TCG guests, both cache modes, the four workloads the scores read): what is checked is what
+    rank and compare make of a sweep's stored runs, which a fresh ~50 s of TCG guests per test run
+    added nothing to (the guest tier's sweep is test_guest_sweep's, rounds in one boot included)."""
+    shutil.copyfile(DATA / "answers" / "weighted-scores.sqlite", tmp_path / "a.sqlite")
+    # What `run` printed at the sweep's end (its exit 0 said it rendered): the answer for the VM,
+    # each workload named (two runs a cell: none ranked yet), the TCG guests said so.
+    store = Store.open_existing(tmp_path / "a.sqlite")
+    try:
+        end = end_of_run_text(store, 1, 100)
+    finally:
+        store.close()
+    assert end.startswith("Answer for vm · sweep 1 (weighted-scores, finished)"), end
+    assert "TCG" in end and "more: iomatrix recommend --detail" in end, end
+    for workload in ("seq-read-1m", "rand-read-4k", "seq-write-1m", "rand-write-4k"):
+        assert workload in end, (workload, end)
+    # The second sweep: the first one's runs at 60 % (a copy with its samples scaled).
     shutil.copyfile(tmp_path / "a.sqlite", tmp_path / "b.sqlite")
     con = sqlite3.connect(tmp_path / "b.sqlite")
     con.execute("UPDATE samples SET value = value * 0.6")

@@ -20,12 +20,14 @@ from tests.conftest import needs, run_cli
 pytestmark = [pytest.mark.slow, needs("fio")]
 
 PLAN = """name = "verdict-tiny"
-description = "bare metal: 2 cache modes x 2 block sizes, 1 s runs"
+description = "bare metal: 2 cache modes x 2 block sizes, 0.5 s runs"
 tier = ["baremetal"]
 cache = ["none", "writeback"]
 workloads = ["rand-read-4k", "rand-read-64k"]
-size = "32M"
-runtime = 1
+# The reports' shapes and the verdict around the tie-break's answer are what is checked (LOOSE
+# below), never a figure's precision: 16 MiB files and 0.5 s runs, not 32 MiB and 1 s (issue 67).
+size = "16M"
+runtime = 0.5
 time_budget = "5m"
 retry_disturbed = false  # the tests count runs: no retries of runs the loaded test host disturbed
 [repetitions]
