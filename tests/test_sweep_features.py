@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from iomatrix.report.render import end_of_run_text
+from iomatrix.store import Store
 from tests.conftest import DATA, needs, run_cli
 
 pytestmark = [pytest.mark.slow, needs("fio")]
@@ -150,6 +152,17 @@ def test_weighted_scores_and_sweep_comparison(tmp_path: Path) -> None:
     rank and compare make of a sweep's stored runs, which a fresh ~50 s of TCG guests per test run
     added nothing to (the guest tier's sweep is test_guest_sweep's, rounds in one boot included)."""
     shutil.copyfile(DATA / "answers" / "weighted-scores.sqlite", tmp_path / "a.sqlite")
+    # What `run` printed at the sweep's end (its exit 0 said it rendered): the answer for the VM,
+    # each workload named (two runs a cell: none ranked yet), the TCG guests said so.
+    store = Store.open_existing(tmp_path / "a.sqlite")
+    try:
+        end = end_of_run_text(store, 1, 100)
+    finally:
+        store.close()
+    assert end.startswith("Answer for vm · sweep 1 (weighted-scores, finished)"), end
+    assert "TCG" in end and "more: iomatrix recommend --detail" in end, end
+    for workload in ("seq-read-1m", "rand-read-4k", "seq-write-1m", "rand-write-4k"):
+        assert workload in end, (workload, end)
     # The second sweep: the first one's runs at 60 % (a copy with its samples scaled).
     shutil.copyfile(tmp_path / "a.sqlite", tmp_path / "b.sqlite")
     con = sqlite3.connect(tmp_path / "b.sqlite")
