@@ -114,6 +114,13 @@ def headline_text(h: Headline, width: int, markdown: bool = False, fit: bool = T
     # to --detail (issue 70).
     bare = _without_interval_notes(h)
     layout = _common_layout([bare, *bare.peers], min(width, REFERENCE_WIDTH))
+    # The runner-up a status names (WorkloadGain.rival) where the screen has room for it, decided
+    # once for every width and target too: never at the cost of a roomier layout (a shared-storage
+    # screen lost its backings' labels and risk statements for it); --detail names it always.
+    unnamed = _without_rivals(bare)
+    roomier = _common_layout([unnamed, *unnamed.peers], min(width, REFERENCE_WIDTH))
+    if roomier.dense < layout.dense:
+        h, bare, layout = _without_rivals(h), unnamed, roomier
     shown = _denser(bare) if layout.dense else bare
     if len(shown.picks) != len(layout.alternatives):  # not one answer laid out alike: its own
         layout = _own_layout(bare, width, layout.squeeze)
@@ -140,6 +147,18 @@ def _screen_text(h: Headline, width: int, layout: _Layout) -> str:
             0
         ]
     return text
+
+
+def _without_rivals(h: Headline) -> Headline:
+    """`h` and its peers with no runner-up named in their statuses (WorkloadGain.rival)."""
+
+    def bare(x: Headline) -> Headline:
+        return replace(
+            x,
+            picks=[replace(p, gains=[replace(wg, rival="") for wg in p.gains]) for p in x.picks],
+        )
+
+    return replace(bare(h), peers=[bare(x) for x in h.peers])
 
 
 def _without_interval_notes(h: Headline) -> Headline:
