@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from iomatrix.domain import BASELINES, axes
+from iomatrix.domain.clients import in_words as clients_words
 from iomatrix.protocols.rbd import Rbd
-from iomatrix.report.flush_gate import WritebackGain, clients_words, trap_finding
+from iomatrix.report.flush_gate import WritebackGain, trap_finding
 from iomatrix.report.headline import all_targets, headline
 from iomatrix.report.html import render_report
 from iomatrix.report.naming import names_without

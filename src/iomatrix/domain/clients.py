@@ -11,6 +11,9 @@ would need N guests."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+NAME = "clients"  # the axis's name in plans, cell labels and a run's context
 CLIENTS_MAX = 16  # one fio, one qemu-storage-daemon and one disk per client on one host
 VALUES = ("1", "2", "4", "8")
 
@@ -68,3 +71,16 @@ def tool_note(value: str) -> str:
         f"measured with {value} clients sharing the backend; how many of your hosts and disks "
         "share it decides what you get"
     )
+
+
+def by_number(count: str | None) -> tuple[int, str]:
+    """A sort key for numbers of clients: numerically ("2" before "16"), None first."""
+    return (int(count), "") if count is not None and count.isdigit() else (-1, str(count))
+
+
+def in_words(counts: Sequence[str]) -> str:
+    """Numbers of clients in words, the condition said as one (issue 70: never "clients=1"):
+    "1 client", "2 clients", "1 and 4 clients", "1, 2 and 4 clients"."""
+    ordered = sorted(counts, key=by_number)
+    said = ordered[0] if len(ordered) == 1 else f"{', '.join(ordered[:-1])} and {ordered[-1]}"
+    return f"{said} client{'' if ordered == ['1'] else 's'}"

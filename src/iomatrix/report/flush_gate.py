@@ -39,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from iomatrix.domain import clients
 from iomatrix.fio.shape import IoShape
 from iomatrix.protocol_registry import network_protocol
 from iomatrix.protocols.base import FlushGatedCache
@@ -51,7 +52,7 @@ from iomatrix.stats.interference import RunInterference
 
 # Axes a sweep on one backing may vary that change the figures too (beside the protocol's own,
 # FlushGatedCache.context_axes): a finding is stated per value of them.
-_CONTEXT_AXES = ("clients", "format", "backing")
+_CONTEXT_AXES = (clients.NAME, "format", "backing")
 
 
 @dataclass(frozen=True)
@@ -257,30 +258,15 @@ def _brief_trap(mine: Sequence[WritebackGain], lead: str, gate: FlushGatedCache)
     )
 
 
-# The condition axis a finding is told across rather than per value (issue 70): the number of
-# clients sharing the backend, said in words ("at 1, 2 and 4 clients on the backend"), never as a
-# setting ("with clients=1").
-CLIENTS = "clients"
-
-
 def _base(context: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
-    """A gain's context without its number of clients."""
-    return tuple((k, v) for k, v in context if k != CLIENTS)
+    """A gain's context without its number of clients: the condition a finding is told across
+    rather than per value (issue 70), said in words ("at 1, 2 and 4 clients on the backend"),
+    never as a setting ("with clients=1")."""
+    return tuple((k, v) for k, v in context if k != clients.NAME)
 
 
 def _count(context: tuple[tuple[str, str], ...]) -> str | None:
-    return dict(context).get(CLIENTS)
-
-
-def _by_number(count: str | None) -> tuple[int, str]:
-    return (int(count), "") if count is not None and count.isdigit() else (-1, str(count))
-
-
-def clients_words(counts: Sequence[str]) -> str:
-    """Numbers of clients in words: "1 client", "1 and 4 clients", "1, 2 and 4 clients"."""
-    ordered = sorted(counts, key=_by_number)
-    said = ordered[0] if len(ordered) == 1 else f"{', '.join(ordered[:-1])} and {ordered[-1]}"
-    return f"{said} client{'' if ordered == ['1'] else 's'}"
+    return dict(context).get(clients.NAME)
 
 
 def _lead(
@@ -292,7 +278,7 @@ def _lead(
     where = ", ".join(
         f"{k}={v}" for k, v in base if len({dict(g.context).get(k) for g in gains}) > 1
     )
-    on = f"at {clients_words(counts)} on the backend" if counts else ""
+    on = f"at {clients.in_words(counts)} on the backend" if counts else ""
     said = ", ".join(x for x in (f"with {where}" if where else "", on) if x)
     return f"{said}, " if said else ""
 
@@ -317,7 +303,7 @@ def _not_shown(
             f"{ratio_text(*g.ratio) if short else _ratio(g)} on {g.workload}" for g in mine
         )
         measured = f": cache=writeback over cache=none was {told} with it on" if told else ""
-        out.append(f"at {clients_words([count])} the figures do not show it{measured}")
+        out.append(f"at {clients.in_words([count])} the figures do not show it{measured}")
     said = "; ".join(out)
     return f"{said[:1].upper()}{said[1:]}. " if out else ""
 
@@ -345,7 +331,7 @@ def _shown(
 ) -> _Shown | None:
     """Which client counts of `base` and `policy` show the trap (_told), None where none does."""
     rest = [g for g in gains if _base(g.context) == base]
-    counts = sorted({_count(g.context) for g in rest}, key=_by_number)
+    counts = sorted({_count(g.context) for g in rest}, key=clients.by_number)
     told = _told_per_count(rest, counts, policy, threshold, gate)
     if not told:
         return None
@@ -376,7 +362,7 @@ def _short_trap(s: _Shown, lead: str, threshold: float, gate: FlushGatedCache) -
     """The first screen's form of the trap (trap_finding with ``short``)."""
     named = "" if s.policy == gate.default_policy else f"; {gate.policy_axis}={s.policy}"
     figures = "; ".join(
-        (f"at {clients_words([c])}, " if s.held else "")
+        (f"at {clients.in_words([c])}, " if s.held else "")
         + (", " if s.held else "; ").join(_short_told(m, threshold, gate))
         for c, m in s.per
     )
@@ -400,7 +386,7 @@ def _full_trap(s: _Shown, lead: str, threshold: float, gate: FlushGatedCache) ->
         for g in m
     )
     clauses = ". ".join(
-        (f"{'w' if i == 0 else 'W'}ith {clients_words([c])}, " if s.held else "")
+        (f"{'w' if i == 0 else 'W'}ith {clients.in_words([c])}, " if s.held else "")
         + "; ".join(_told(m, threshold, gate) or [])
         for i, (c, m) in enumerate(s.per)
     )
@@ -449,7 +435,7 @@ def trap_finding(
             continue
         lead = _lead(base, gains, s.held)
         if brief:
-            missed = f"; not shown at {clients_words(s.others)}" if s.others else ""
+            missed = f"; not shown at {clients.in_words(s.others)}" if s.others else ""
             return _brief_trap(s.per[0][1], lead, gate) + f"{missed} (--detail)"
         return (_short_trap if short else _full_trap)(s, lead, threshold, gate)
     return None

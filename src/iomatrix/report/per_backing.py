@@ -18,6 +18,7 @@ from typing import Any
 from iomatrix.backing.network import answers_per_backing
 from iomatrix.backing.spec import parse_backing
 from iomatrix.domain import NA, NULL_BACKING
+from iomatrix.domain import clients as clients_axis
 from iomatrix.domain.rtt import rtt_ms
 from iomatrix.errors import UserError
 from iomatrix.report.naming import without_axis
@@ -27,7 +28,7 @@ from iomatrix.store import Store
 # The condition axis one configuration is chosen across within a backing group (configuration_group,
 # configuration): the number of clients sharing the backend. The emulated round-trip time makes a
 # group of its own ("iscsi at rtt=2ms").
-CLIENTS = "clients"
+CLIENTS = clients_axis.NAME
 
 
 def answer_backings(plan_definition: Mapping[str, Any]) -> list[str] | None:
@@ -139,11 +140,9 @@ def client_count(name: str) -> str | None:
     return None
 
 
-def _with_clients(clients: str | None) -> str:
+def _with_clients(count: str | None) -> str:
     """ " with 2 clients", " with 1 client"; "" for None."""
-    if clients is None:
-        return ""
-    return f" with {clients} client{'s' if clients != '1' else ''}"
+    return "" if count is None else f" with {clients_axis.in_words([count])}"
 
 
 def configuration(label: str | None) -> str | None:
