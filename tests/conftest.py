@@ -28,14 +28,15 @@ DATA = Path(__file__).parent / "data"
 # CLI. Tests that share something only one of them can hold at a time run on one worker, one after
 # the other (an xdist group per entry):
 SERIAL_GROUPS = {
-    # A lab NFS server needs rpcbind on port 111 and registers program 100003 there: one per host at
-    # a time.
-    "nfs": (
-        "test_nfs_backing",
-        "test_network_disks",
-        "test_kill_campaign_network",
-        "test_real_guest_network",
-    ),
+    # A lab NFS server needs rpcbind on port 111 and registers program 100003 there: one per machine
+    # at a time, across test sessions too (two suites side by side refused each other's). The tests
+    # that start one through the `iomatrix` CLI (test_network_disks' sweep, test_real_guest_network,
+    # test_kill_campaign_network) run it in a network and mount namespace of their own
+    # (tests/own_network.py) and need no group. test_nfs_backing's tests are about the host's
+    # rpcbind and start theirs in the test process, on the host: each holds a machine-wide lock
+    # (own_network.host_lab_nfs, as test_network_disks' two in-process ones do), which makes another
+    # session's wait; the group keeps this suite's on one worker, so that its workers do not.
+    "nfs": ("test_nfs_backing",),
     # A lab Ceph cluster (a mon and an OSD) takes about a core; two at once would measure each
     # other.
     "ceph": (
@@ -188,8 +189,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """On an xdist worker, fail a grouped test whose group was not applied. xdist tags a grouped
     test by adding '@group' to its id; a pytest/xdist pair that loses the tag runs a group on both
-    workers, and its tests then fail by disturbing each other (two lab NFS servers on one rpcbind),
-    far from the cause."""
+    workers, and its tests then fail by disturbing each other (two lab Ceph clusters measuring each
+    other, two fleet demos), far from the cause."""
     grouped = any(item.iter_markers("xdist_group"))
     if grouped and item.config.getoption("loadgroup", default=False) and "@" not in item.nodeid:
         pytest.fail(

@@ -8,6 +8,7 @@ counts as the sweep's are the caller's."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -23,6 +24,7 @@ import psutil
 from iomatrix.backing import leftovers
 from iomatrix.mountinfo import parse_mountinfo
 from tests.conftest import descendants_named, run_cli
+from tests.own_network import listening_sockets
 
 EVENT_BOUND_S = 300  # a bound on waiting for an event, not a pace: the event ends the wait
 PLAN_FILE = "p.toml"  # the sweep's plan, in the campaign's directory
@@ -121,23 +123,22 @@ def process_name(p: psutil.Process) -> str:
 
 
 def listening_ports(procs: list[psutil.Process]) -> set[int]:
+    """The TCP ports `procs` listen on, each read in its own network namespace (/proc/PID/net: a
+    server in a test's own namespace, tests/own_network.py, is not in the reader's /proc/net)."""
     ports = set()
     for p in procs:
-        try:
-            ports |= {
-                c.laddr.port
-                for c in p.net_connections(kind="inet")
-                if c.status == psutil.CONN_LISTEN
-            }
-        except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
-            continue
+        with contextlib.suppress(OSError):
+            fds = Path(f"/proc/{p.pid}/fd")
+            mine = {os.readlink(fd) for fd in fds.iterdir()}
+            listening = listening_sockets(p.pid)
+            ports |= {port for inode, port in listening.items() if f"socket:[{inode}]" in mine}
     return ports
 
 
-def listening_now() -> set[int]:
-    return {
-        c.laddr.port for c in psutil.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN
-    }
+def listening_now(netns_of: int | str = "self") -> set[int]:
+    """The TCP ports listened on in the network namespace of process `netns_of` (this one's unless
+    named)."""
+    return set(listening_sockets(netns_of).values())
 
 
 def ok_runs(db: Path) -> int:
@@ -205,11 +206,17 @@ def kill_campaign(
 
 
 def resumed(
-    cwd: Path, db: Path, work: Path, kept: int, timeout: float = 900
+    cwd: Path,
+    db: Path,
+    work: Path,
+    kept: int,
+    timeout: float = 900,
+    cli: Callable[..., subprocess.CompletedProcess[str]] = run_cli,
 ) -> tuple[subprocess.CompletedProcess[str], list[str]]:
-    """The next `run` after the last kill, which must finish the same sweep (its "sweep 1:") with
-    at least the `kept` completed runs; its outcome and what went wrong (nothing: [])."""
-    last = run_cli(*run_args(db, work), cwd=cwd, timeout=timeout)
+    """The next `run` after the last kill (through `cli`: tests.conftest.run_cli, or a namespace's
+    own), which must finish the same sweep (its "sweep 1:") with at least the `kept` completed runs;
+    its outcome and what went wrong (nothing: [])."""
+    last = cli(*run_args(db, work), cwd=cwd, timeout=timeout)
     problems = []
     if last.returncode != 0 or "sweep 1:" not in last.stdout:
         problems.append(
@@ -221,15 +228,18 @@ def resumed(
 
 
 def left_behind(
-    work: Path, killed: Sequence[psutil.Process] = (), ports: set[int] | None = None
+    work: Path,
+    killed: Sequence[psutil.Process] = (),
+    ports: set[int] | None = None,
+    netns_of: int | str = "self",
 ) -> list[str]:
     """What a killed (and resumed) sweep in `work` left that it must not: a `killed` process still
-    running, one of their listening `ports` still listened on, a ledger entry, a disk file under
-    the workdir's backings."""
+    running, one of their listening `ports` still listened on (in the network namespace of process
+    `netns_of`, where the sweep ran), a ledger entry, a disk file under the workdir's backings."""
     problems = []
     if left := alive(list(killed)):
         problems.append(f"still running: {left}")
-    if ports and (listening := ports & listening_now()):
+    if ports and (listening := ports & listening_now(netns_of)):
         problems.append(f"ports of killed servers still listening: {sorted(listening)}")
     if pending := leftovers.pending(work):
         problems.append(f"ledger entries left: {pending}")

@@ -3,7 +3,14 @@ export, the disk a run asks its server for, and the server's processes counted i
 
 The fast tests pin the argv builders and the pure helpers; the slow ones run the real thing end to
 end: a lab-started tgtd / nfs-ganesha, qemu-storage-daemon opening the network disk and fio's nbd
-engine driving it."""
+engine driving it.
+
+A lab NFS server needs the machine's one port 111 (rpcbind) and registers there, one per machine at
+a time. The sweep through the `iomatrix` CLI on a lab NFS server runs in a network and mount
+namespace of its own (tests/own_network.py), beside any other; the tests that start one in the test
+process hold the machine-wide lock of the host's lab NFS instead (another test session's wait). So
+the module is in no xdist group, and is placed by its tests' durations. (The iSCSI tests need
+neither: their tgtd takes a free portal port and a control port no other tgtd holds.)"""
 
 from __future__ import annotations
 
@@ -61,6 +68,7 @@ from tests.conftest import (
     sigint_default,
 )
 from tests.kill_campaigns import left_behind, sweep_plan
+from tests.own_network import host_lab_nfs, own_network
 
 IQN = "iqn.2026-11.io.iomatrix:t1"
 LUN = NetworkDisk(
@@ -350,6 +358,14 @@ def workdir() -> Iterator[Path]:
     shutil.rmtree(d, ignore_errors=True)
 
 
+@pytest.fixture
+def host_nfs() -> Iterator[None]:
+    """The host's lab NFS for one test that starts it in the test process (provision): held
+    machine-wide, so that another test session's waits instead of being refused by rpcbind."""
+    with host_lab_nfs():
+        yield
+
+
 def _plan() -> Plan:
     return Plan.model_validate(
         {
@@ -442,7 +458,9 @@ def _blocklayer_and_baseline(
 @needs("qemu-storage-daemon")
 @root_only
 @pytest.mark.slow
-def test_nfs_files_through_the_block_layer_and_the_server_side_baseline(workdir: Path) -> None:
+def test_nfs_files_through_the_block_layer_and_the_server_side_baseline(
+    workdir: Path, host_nfs: None
+) -> None:
     """A lab-started nfs-ganesha: qemu-storage-daemon opens a raw and a qcow2 file on the export
     with QEMU's libnfs driver, fio drives it over NBD; ganesha's CPU is counted; every file is
     removed after its run; the bare-metal tier runs on the file in the export directory; nothing is
@@ -546,8 +564,11 @@ def test_a_sweep_with_a_network_backing_answers_once_per_backing_and_leaves_noth
     if (why := NfsBacking().availability(set())) is not None:
         pytest.skip(why)
     (workdir / "p.toml").write_text(TWO_BACKINGS)
-    run = run_cli("run", "p.toml", "--db", "r.sqlite", "--workdir", "w", cwd=workdir, timeout=900)
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    with own_network() as ns:  # its lab rpcbind and ganesha beside any other (module docstring)
+        run = ns.run_cli(
+            "run", "p.toml", "--db", "r.sqlite", "--workdir", "w", cwd=workdir, timeout=900
+        )
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     # one decision per backing on the first screen: its configuration's heading names the backing
     # ("Use: cache=none · nfs"), the workload's line under it (issue 49's one-screen layout says the
     # backing once, in the heading); the verdicts' own names are checked in the JSON below
@@ -727,6 +748,12 @@ def test_the_answer_says_a_latency_was_emulated_and_how_closely_it_was_met(workd
 # disk
 
 
+# A bound on a hung guest, not a pace: a TCG boot and its two runs took 7-13 s on a quiet host, and
+# over 300 s with a second test suite and coverage beside it (as NETWORK_PLAN's run_timeout in
+# tests/test_real_guest_network.py).
+GUEST_RUN_TIMEOUT_S = 900
+
+
 def _guest_plan(backing: str) -> Plan:
     return Plan.model_validate(
         {
@@ -771,7 +798,7 @@ def _guest_runs(
                         plan.size_bytes, plan.runtime, image_bytes=plan.image_size_bytes
                     ),
                     run_dir=workdir / "runs" / f"g{i}",
-                    timeout_s=300,
+                    timeout_s=GUEST_RUN_TIMEOUT_S,
                     on_process=s.attach_pid,
                     on_server_process=lambda pid: s.attach_pid(pid, role="server"),
                 )
@@ -846,7 +873,7 @@ def test_a_guest_on_a_lab_started_iscsi_lun(workdir: Path) -> None:
 @needs("qemu-system-x86_64")
 @root_only
 @pytest.mark.slow
-def test_a_guest_on_a_file_on_a_lab_started_nfs_export(workdir: Path) -> None:
+def test_a_guest_on_a_file_on_a_lab_started_nfs_export(workdir: Path, host_nfs: None) -> None:
     """A boot per run (the guest tier's single-run path), each on its own raw file on the export,
     opened by QEMU's libnfs driver: ok, recorded, ganesha counted; the export empty and nothing left
     afterwards."""

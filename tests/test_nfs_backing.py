@@ -1,7 +1,12 @@
 """The NFS backing (issue 34): nfs-ganesha + rpcbind started by iomatrix, disks QEMU reads and
 writes through its own NFS client (libnfs, driver=nfs), nothing left behind after teardown or after
 a kill -9 and `clean`, and the *existing* mode against a lab-started server playing someone else's:
-only iomatrix's own file is created and removed, a file already on the export is never touched."""
+only iomatrix's own file is created and removed, a file already on the export is never touched.
+
+Its lab servers use the host's rpcbind, one per machine at a time: each test that starts one holds
+the machine-wide lock tests/own_network.py keeps for it (another test session's waits), and the
+module is the xdist group "nfs" (tests/conftest.py) so that one suite's workers do not wait on each
+other for it."""
 
 from __future__ import annotations
 
@@ -38,6 +43,7 @@ from iomatrix.backing.provision import provision
 from iomatrix.backing.spec import parse_backing
 from iomatrix.errors import UserError
 from tests.conftest import hold_provisioned, root_only, run_cli
+from tests.own_network import host_lab_nfs
 
 SCRATCH = Path("/tmp/iomx-nfs")
 MiB = 1 << 20
@@ -172,19 +178,24 @@ def test_unreachable_existing_server_is_one_line(workdir: Path) -> None:
 # real servers
 # ---------------------------------------------------------------------------------------------
 
-# One lab-started NFS server per host at a time (rpcbind holds one registration of the NFS program):
-# a test waits, bounded, for another one (a parallel test session's) to be gone rather than fail on
-# it.
+# One lab-started NFS server per host at a time (rpcbind holds one registration of the NFS program).
+# These tests are about the host's rpcbind (one it has, one iomatrix starts, one a killed run left
+# registrations in), so they start theirs on the host, in the test process, and not in a namespace
+# of their own as the CLI's lab-NFS tests do (tests/own_network.py): each holds the machine-wide
+# lock of the host's lab NFS (another test session's test waits for it, bounded, instead of being
+# refused), then waits, bounded, for an NFS server that is not a test's (the host's own) to be gone.
 HOST_NFS_FREE_WAIT_S = 600.0
 
 
 @pytest.fixture
-def host_nfs_free() -> None:
-    deadline = time.monotonic() + HOST_NFS_FREE_WAIT_S
-    while any(prog == 100003 for prog, *_ in rpc_registrations() or ()):
-        if time.monotonic() > deadline:
-            pytest.skip("another NFS server stayed registered with rpcbind on this host")
-        time.sleep(1)
+def host_nfs_free() -> Iterator[None]:
+    with host_lab_nfs():
+        deadline = time.monotonic() + HOST_NFS_FREE_WAIT_S
+        while any(prog == 100003 for prog, *_ in rpc_registrations() or ()):
+            if time.monotonic() > deadline:
+                pytest.skip("another NFS server stayed registered with rpcbind on this host")
+            time.sleep(1)
+        yield
 
 
 def _image_opts(disk: NetworkDisk) -> str:
@@ -236,12 +247,16 @@ def _runtime_files() -> set[str]:
 
 
 def _another_runs(command: str, ours: Iterable[int]) -> bool:
-    """Whether a process named `command` that is not one of `ours` runs on this host (another job's
-    server)."""
+    """Whether a process named `command` that is not one of `ours` runs on this host and sees its
+    /run (another job's server; one in a mount namespace of its own, tests/own_network.py, has its
+    own /run and its own files there)."""
+    here = os.stat("/proc/self/ns/mnt").st_ino
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit() and int(proc.name) not in set(ours):
             with contextlib.suppress(OSError):
-                if (proc / "comm").read_text().strip() == command:
+                if (proc / "comm").read_text().strip() == command and (
+                    os.stat(proc / "ns" / "mnt").st_ino == here
+                ):
                     return True
     return False
 

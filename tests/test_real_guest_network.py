@@ -2,10 +2,11 @@
 -m ''): the lab's nbdkit, tgtd or nfs-ganesha serves the run's disk, QEMU's own client opens it, the
 Debian guest built here measures it through its agent.
 
-In the "nfs" xdist group (tests/conftest.py): a lab NFS server registers program 100003 with the
-host's rpcbind, one at a time, so this module runs after, never beside, the other lab NFS tests
-(beside test_network_disks it made that module's lab server refuse to start: "an NFS server is
-already registered with rpcbind")."""
+Each run is in a network and mount namespace of its own (tests/own_network.py): a lab NFS server
+registers program 100003 with rpcbind on port 111, one per machine at a time, and on the host the
+lab server of this module made another suite's refuse to start ("an NFS server is already
+registered with rpcbind"). In its own namespace its rpcbind and ganesha (and the nbd and iSCSI
+cases' nbdkit and tgtd) and QEMU are beside any other, so the module is in no xdist group."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ import pytest
 
 from iomatrix.backing import leftovers
 from iomatrix.guest.debian_image import DebianImage
-from tests.conftest import needs, run_cli
+from tests.conftest import needs
+from tests.own_network import own_network
 from tests.test_real_guest import _processes_naming
 
 pytestmark = pytest.mark.slow
@@ -72,12 +74,14 @@ def test_a_sweep_in_the_image_on_a_lab_network_backing_measures_the_network_disk
     server, QEMU, server file, ledger entry or disk image is left."""
     server, url = LAB_SERVERS[protocol]
     (tmp_path / "p.toml").write_text(NETWORK_PLAN.format(image=image.qcow2, protocol=protocol))
-    proc = run_cli(
-        *("run", "p.toml", "--db", "r.sqlite", "--workdir", "w", "--accel", "tcg"),
-        cwd=tmp_path,
-        timeout=1800,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # leaving the namespace checks that nothing of the run is left in it, and that it is gone
+    with own_network() as ns:
+        proc = ns.run_cli(
+            *("run", "p.toml", "--db", "r.sqlite", "--workdir", "w", "--accel", "tcg"),
+            cwd=tmp_path,
+            timeout=1800,
+        )
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     with sqlite3.connect(tmp_path / "r.sqlite") as db:
         rows = db.execute("SELECT status, meta_json, error FROM runs").fetchall()
     assert len(rows) == 1 and rows[0][0] == "ok", rows

@@ -484,8 +484,9 @@ RUNTIME_FILES = {
 @dataclass(frozen=True)
 class RuntimeFileLeftover(Leftover):
     """A file (or empty directory) in /run that a daemon iomatrix started left there
-    (RUNTIME_FILES). Removed only while no process of that daemon runs: a host's own rpcbind started
-    since then uses it."""
+    (RUNTIME_FILES). Removed only while no process of that daemon runs in this mount namespace: a
+    host's own rpcbind started since then uses it, but one in a mount namespace of its own (another
+    lab's, with its own /run) does not, and must not keep ours on the host forever."""
 
     kind: ClassVar[EntryKind] = "runtime_file"
     label: ClassVar[str] = "daemon runtime file"
@@ -500,7 +501,9 @@ class RuntimeFileLeftover(Leftover):
         if not os.path.lexists(self.target):
             return False
         return not any(
-            p.info["name"] == owner and p.info["status"] != psutil.STATUS_ZOMBIE
+            p.info["name"] == owner
+            and p.info["status"] != psutil.STATUS_ZOMBIE
+            and _sees_our_run(p.pid)
             for p in psutil.process_iter(["name", "status"])
         )
 
@@ -516,6 +519,21 @@ class RuntimeFileLeftover(Leftover):
         except OSError as exc:  # a directory something was put in since: not ours to empty
             raise LeftoverError(f"cannot remove {p}: {exc.strerror}") from None
         return [f"removed {p} (left by {RUNTIME_FILES[self.target]})"]
+
+
+def _mount_namespace(pid: int | str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(f"/proc/{pid}/ns/mnt")
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _sees_our_run(pid: int) -> bool:
+    """Whether process `pid` sees this process's /run: it is in the same mount namespace, or that
+    cannot be read (then it may, and what it may use is kept)."""
+    theirs, ours = _mount_namespace(pid), _mount_namespace("self")
+    return theirs is None or ours is None or theirs == ours
 
 
 class Teardown(Protocol):
