@@ -46,6 +46,7 @@ from tests.conftest import iomatrix_argv
 
 # The directories of the host's /run that the lab's daemons expect to find (made again, empty).
 RUN_DIRS = ("lock", "rpcbind", "tgtd")
+HOST_ADDRESS = "192.0.2.1"
 READY_S = 30.0  # unshare and a tmpfs mount take milliseconds; bounded for a loaded host
 GONE_S = 60.0  # a killed process is gone in milliseconds; QEMU flushing to a disk can take longer
 SETTLE_S = 10.0  # a server whose run just stopped it may still be exiting
@@ -148,6 +149,10 @@ def _setup_script() -> str:
     has them, then say so and sleep until stopped."""
     steps = [
         "ip link set lo up",
+        # an address besides 127.0.0.1, as a host has: getaddrinfo's AI_ADDRCONFIG, which
+        # ganesha's configuration parser uses, finds no IPv4 address at all without one ("No IP
+        # address found for 127.0.0.1"); TEST-NET-1, reachable from nowhere
+        f"ip addr add {HOST_ADDRESS}/32 dev lo",
         "mount -t tmpfs -o mode=0755 tmpfs /run",
         "ln -s /dev/shm /run/shm",
     ]
