@@ -422,6 +422,8 @@ def test_run_sshd_is_removed_by_the_last_iomatrix_user_out_never_under_another_u
     demo's kind (bash, scripts/sshd-privsep.sh) comes in before the second leaves and goes out
     last: it removes /run/sshd when iomatrix made it, and a host's own is never touched."""
     privsep, marker = sshd_privsep.PRIVSEP_DIR, sshd_privsep.MARKER
+    for user in ("a", "b"):
+        (tmp_path / user).mkdir()
     hosts_own = privsep.is_dir() and not marker.exists()
     first, second = contextlib.ExitStack(), contextlib.ExitStack()
     demo_kind: subprocess.Popen[str] | None = None
