@@ -1,28 +1,44 @@
 """Client hosts for tests of contention runs across hosts: network namespaces with their own sshd,
 and an iSCSI target (tgtd) on this side that they share, as scripts/fleet-demo makes its hosts.
 
-Host n is namespace ``ixc<pid>-n`` with a veth pair: SUBNET.n.1 on this side, SUBNET.n.2 inside,
-where its sshd listens (a generated host key; this side logs in as root with a generated client key,
-through an ssh_config file). The namespaces have one route, to the target's portal (SUBNET.1.1):
-nothing else is reachable from them, and the only addresses contacted are these. Everything
-(namespaces, veths, sshd and every process in the namespaces, tgtd with its LUN file and control
-socket) is removed on exit, also after a failed assertion."""
+Host n is namespace ``ixc<pid><letter>-n`` with a veth pair: 10.X.n.1 on this side, 10.X.n.2
+inside, where its sshd listens (a generated host key; this side logs in as root with a generated
+client key, through an ssh_config file). 10.X.0.0/16 is a range no one on this machine uses when the
+hosts are made (free_subnet), so that two test runs side by side (two CI runs' suites) each get
+their own. The namespaces have one route, to the target's portal (10.X.1.1): nothing else is
+reachable from them, and the only addresses contacted are these. sshd's /run/sshd is shared with
+every other iomatrix user on the machine (tests/sshd_privsep.py). Everything (namespaces, veths,
+sshd and every process in the namespaces, tgtd with its LUN file and control socket) is removed on
+exit, also after a failed assertion."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import ipaddress
+import itertools
 import os
 import random
 import shutil
 import signal
+import string
 import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-SUBNET = "10.236"
+from tests.sshd_privsep import sshd_privsep
+
+# The ranges 10.X.0.0/16 the hosts may use, the first free one taken (free_subnet): not 10.231, the
+# fleet demo's (scripts/fleet-demo checks it is free and would refuse to start).
+SUBNETS = tuple(f"10.{x}" for x in range(236, 252))
+# Held while a range is picked and its addresses are put on this side's veths: the next picker then
+# sees them in use. Held for seconds; a wait past SUBNET_WAIT_S is a holder that hangs.
+SUBNET_LOCK = Path("/run/lock/iomatrix-client-hosts-subnet.lock")
+SUBNET_WAIT_S = 120.0
 PORTAL_PORT = 3260
+_MADE = itertools.count()  # sets of client hosts this process has made
 READY_S = 30.0  # sshd and tgtd start in well under a second; bounded for a loaded host
 
 SSHD_CONFIG = """ListenAddress {address}:22
@@ -95,6 +111,55 @@ def _wait(condition: object, what: str) -> None:
         time.sleep(0.05)
 
 
+@contextlib.contextmanager
+def _exclusive(lock: Path, wait_s: float, why: str) -> Iterator[None]:
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise AssertionError(
+                        f"{lock} held for over {wait_s:g} s by another process ({why}): find it "
+                        f"with `fuser -v {lock}`"
+                    ) from None
+                time.sleep(0.1)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _in_use() -> list[ipaddress.IPv4Interface]:
+    """Every IPv4 address of this side (its namespace) with its prefix, and every route's
+    destination and gateway: what a new range must not hold."""
+    found = []
+    for argv in (["ip", "-o", "-4", "addr", "show"], ["ip", "-4", "route", "show", "table", "all"]):
+        out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+        for word in out.split():
+            with contextlib.suppress(ValueError):
+                found.append(ipaddress.IPv4Interface(word))
+    return found
+
+
+def free_subnet() -> str:
+    """The first of SUBNETS ("10.X") that holds no address, route or gateway of this side (a route
+    to a wider range, a VPN's 10.0.0.0/8, does not count: the hosts' /24s are more specific). Call
+    it with SUBNET_LOCK held, and hold it until the range's addresses are up."""
+    used = _in_use()
+    for subnet in SUBNETS:
+        network = ipaddress.IPv4Network(f"{subnet}.0.0/16")
+        if not any(u.ip in network or u.network.subnet_of(network) for u in used):
+            return subnet
+    raise AssertionError(
+        f"every range of {SUBNETS[0]}.0.0/16 to {SUBNETS[-1]}.0.0/16 is in use on this machine "
+        "(`ip -4 addr`, `ip -4 route show table all`): client hosts need one free"
+    )
+
+
 def _listening(ns: str | None, address: str, port: int) -> bool:
     prefix = ["ip", "netns", "exec", ns] if ns else []
     out = subprocess.run(
@@ -105,41 +170,49 @@ def _listening(ns: str | None, address: str, port: int) -> bool:
 
 @contextlib.contextmanager
 def client_hosts(tmp: Path, count: int = 2, lun_size: str = "256M") -> Iterator[ClientHosts]:
-    """`count` namespaced hosts with sshd, and a tgtd on SUBNET.1.1 with one LUN they all log in
+    """`count` namespaced hosts with sshd, and a tgtd on 10.X.1.1 with one LUN they all log in
     to."""
-    tag = f"ixc{os.getpid()}"
+    # sshd's privilege separation directory: made when the host has none, removed by the last
+    # iomatrix user out (another test run's client hosts, a fleet demo), after this one's sshds.
+    with sshd_privsep():
+        yield from _client_hosts(tmp, count, lun_size)
+
+
+def _client_hosts(tmp: Path, count: int, lun_size: str) -> Iterator[ClientHosts]:
+    # Unique on the machine: the process id, and a letter per set of hosts this process has made
+    # (two at once in one test); short, as an interface's name is at most 15 characters.
+    tag = f"ixc{os.getpid()}{string.ascii_lowercase[next(_MADE) % 26]}"
     namespaces: list[str] = []
     veths: list[str] = []
     daemons: list[subprocess.Popen] = []
     tgtd: subprocess.Popen | None = None
     ctl = 0
-    # sshd's privilege separation directory (compiled in); made here when the host has none, removed
-    # after. The fleet demo does the same: tests using this module share its xdist group
-    # (tests/conftest.py).
-    privsep = Path("/run/sshd")
-    made_privsep = not privsep.is_dir()
-    if made_privsep:
-        privsep.mkdir(mode=0o755)
     try:
         _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / "client_key"))
         shutil.copy(tmp / "client_key.pub", tmp / "authorized_keys")
+        # A range no one uses, taken by putting its addresses on this side's veths under the lock.
+        with _exclusive(SUBNET_LOCK, SUBNET_WAIT_S, "picking a range for client hosts"):
+            subnet = free_subnet()
+            for n in range(1, count + 1):
+                ns, veth, peer = f"{tag}-{n}", f"{tag}a{n}", f"{tag}b{n}"
+                _run("ip", "netns", "add", ns)
+                namespaces.append(ns)
+                _run("ip", "link", "add", veth, "type", "veth", "peer", "name", peer)
+                veths.append(veth)
+                _run("ip", "link", "set", peer, "netns", ns)
+                _run("ip", "addr", "add", f"{subnet}.{n}.1/24", "dev", veth)
+                _run("ip", "link", "set", veth, "up")
+                _run("ip", "-n", ns, "link", "set", "lo", "up")
+                _run("ip", "-n", ns, "addr", "add", f"{subnet}.{n}.2/24", "dev", peer)
+                _run("ip", "-n", ns, "link", "set", peer, "up")
+                if n != 1:  # the portal is on host 1's veth here: one route to it, nothing else
+                    _run(
+                        "ip", "-n", ns, "route", "add", f"{subnet}.1.1/32", "via", f"{subnet}.{n}.1"
+                    )
         known = []
         addresses = []
-        for n in range(1, count + 1):
-            ns, veth, peer = f"{tag}-{n}", f"{tag}a{n}", f"{tag}b{n}"
-            inside = f"{SUBNET}.{n}.2"
-            _run("ip", "netns", "add", ns)
-            namespaces.append(ns)
-            _run("ip", "link", "add", veth, "type", "veth", "peer", "name", peer)
-            veths.append(veth)
-            _run("ip", "link", "set", peer, "netns", ns)
-            _run("ip", "addr", "add", f"{SUBNET}.{n}.1/24", "dev", veth)
-            _run("ip", "link", "set", veth, "up")
-            _run("ip", "-n", ns, "link", "set", "lo", "up")
-            _run("ip", "-n", ns, "addr", "add", f"{inside}/24", "dev", peer)
-            _run("ip", "-n", ns, "link", "set", peer, "up")
-            if n != 1:  # the portal is on host 1's veth here: one route to it, nothing else
-                _run("ip", "-n", ns, "route", "add", f"{SUBNET}.1.1/32", "via", f"{SUBNET}.{n}.1")
+        for n, ns in enumerate(namespaces, start=1):
+            inside = f"{subnet}.{n}.2"
             hdir = tmp / f"host{n}"
             hdir.mkdir()
             _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(hdir / "host_key"))
@@ -189,7 +262,7 @@ def client_hosts(tmp: Path, count: int = 2, lun_size: str = "256M") -> Iterator[
             for p in random.sample(range(20000, 30000), 200)
             if not Path(f"/run/tgtd/socket.{p}").exists()
         )
-        portal = f"{SUBNET}.1.1:{PORTAL_PORT}"
+        portal = f"{subnet}.1.1:{PORTAL_PORT}"
         tgtd = subprocess.Popen(
             ["tgtd", "-f", "--iscsi", f"portal={portal}", "-C", str(ctl)],
             stdout=open(tmp / "tgtd.log", "wb"),  # noqa: SIM115
@@ -227,7 +300,7 @@ def client_hosts(tmp: Path, count: int = 2, lun_size: str = "256M") -> Iterator[
         )
         _run(*tgt, "--mode", "target", "--op", "bind", "--tid", "1", "--initiator-address", "ALL")
         _wait(
-            lambda: _listening(None, f"{SUBNET}.1.1", PORTAL_PORT),
+            lambda: _listening(None, f"{subnet}.1.1", PORTAL_PORT),
             "tgtd did not listen on its portal",
         )
         yield ClientHosts(
@@ -262,6 +335,3 @@ def client_hosts(tmp: Path, count: int = 2, lun_size: str = "256M") -> Iterator[
             subprocess.run(["ip", "link", "del", veth], capture_output=True)
         for ns in namespaces:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-        if made_privsep:
-            with contextlib.suppress(OSError):
-                privsep.rmdir()

@@ -50,13 +50,19 @@ SERIAL_GROUPS = {
     # One throw-away PostgreSQL cluster for the module (test_pgstore's own xdist group, named here
     # so that its whole time places it: unlisted, its ~4 minutes would be handed out last).
     "postgresql": ("test_pgstore",),
-    # The fleet demo makes and removes /run/sshd, which the namespaced client hosts' sshd needs too
-    # (tests/client_hosts.py). test_fleet_host_fio builds the controller's fio into the cache the
-    # demo's playbook builds it into. (Not here: test_fleet_collection, whose playbooks run on local
-    # connections, since the demo's test looks only at what its own demo made (its process id's
-    # namespaces, its directory) and waits while another demo holds the host; test_fleet_answers,
-    # which runs no playbook and whose three hosts are UTS namespaces of its own. In the group their
-    # minutes only lengthened the fleet chain.)
+    # The fleet demo and the namespaced client hosts (tests/client_hosts.py) each run sshds and
+    # sweeps over SSH. Nothing orders them against another suite's (two CI runs side by side), so
+    # what they share machine-wide is shared by locks, not by this group: sshd's /run/sshd by a
+    # reader/writer lock, the last user out removing it (tests/sshd_privsep.py); the client hosts'
+    # range is one no one uses when they are made (client_hosts.free_subnet); the demo runs one
+    # at a time on a host (its own lock, its fixed 10.231 range and user); the controller's fio
+    # that test_fleet_host_fio and the demo's playbook build is built once under the cache entry's
+    # lock. The group stays so that one suite does not run the demo's three-host sweep and the
+    # client hosts' sweeps at once on a 2-core host (not measured without it). (Not here:
+    # test_fleet_collection, whose playbooks run on local connections, since the demo's test looks
+    # only at what its own demo made (its process id's namespaces, its directory) and waits while
+    # another demo holds the host; test_fleet_answers, which runs no playbook and whose three hosts
+    # are UTS namespaces of its own. In the group their minutes only lengthened the fleet chain.)
     "fleet": (
         "test_fleet_demo",
         "test_fleet_host_label",

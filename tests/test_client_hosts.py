@@ -9,6 +9,7 @@ with Jain's index, and nothing left on either side, after a normal end and after
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import re
@@ -32,8 +33,11 @@ from iomatrix.domain.axes import BackingFacts, RuleContext
 from iomatrix.storage_clients import client_hosts_unreachable
 from iomatrix.store import Store
 from iomatrix.tiers.remote_client import REMOTE_SCRIPT, parse_status, remote_argv
-from tests.client_hosts import client_hosts
+from tests import sshd_privsep
+from tests.client_hosts import ClientHosts, client_hosts
 from tests.conftest import iomatrix_argv, needs, root_only, run_cli
+
+REPO = Path(__file__).resolve().parent.parent
 
 EXISTING = {"portal": "10.0.0.1:3260", "iqn": "iqn.2026-11.org.example:t", "lun": 1}
 
@@ -394,6 +398,77 @@ def test_a_client_host_ssh_cannot_reach_is_refused_before_the_sweep_in_one_line(
         assert f"client host {hosts.addresses[0]}" in err and "Connection refused" in err, err
         assert not (tmp_path / "r.sqlite").exists() and not (tmp_path / "w").exists()
         assert hosts.processes() == []
+
+
+def _ssh_true(hosts: ClientHosts) -> subprocess.CompletedProcess[str]:
+    """`true` run over SSH on the first host: a whole key exchange and login through its sshd."""
+    options = ["-F", str(hosts.ssh_config), "-o", "BatchMode=yes", "-o", "ConnectTimeout=20"]
+    return subprocess.run(
+        ["ssh", *options, f"root@{hosts.addresses[0]}", "true"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@cross_host
+def test_run_sshd_is_removed_by_the_last_iomatrix_user_out_never_under_another_users_sshd(
+    tmp_path: Path,
+) -> None:
+    """Two suites side by side (issue 67): their client hosts and fleet demos share sshd's /run/sshd
+    (tests/sshd_privsep.py). Two sets of client hosts overlap in time, each in a range of its own;
+    the first out leaves /run/sshd, and SSH into the second's host still works (the pre-auth child
+    chroots into it: without it the connection is reset during key exchange); a user of the
+    demo's kind (bash, scripts/sshd-privsep.sh) comes in before the second leaves and goes out
+    last: it removes /run/sshd when iomatrix made it, and a host's own is never touched."""
+    privsep, marker = sshd_privsep.PRIVSEP_DIR, sshd_privsep.MARKER
+    for user in ("a", "b"):
+        (tmp_path / user).mkdir()
+    hosts_own = privsep.is_dir() and not marker.exists()
+    first, second = contextlib.ExitStack(), contextlib.ExitStack()
+    demo_kind: subprocess.Popen[str] | None = None
+    try:
+        a = first.enter_context(client_hosts(tmp_path / "a", count=1))
+        b = second.enter_context(client_hosts(tmp_path / "b", count=1))
+        assert privsep.is_dir() and marker.exists() != hosts_own
+        assert a.addresses[0].split(".")[:2] != b.addresses[0].split(".")[:2]  # ranges of their own
+        for ssh in (_ssh_true(a), _ssh_true(b)):
+            assert ssh.returncode == 0, ssh.stderr
+        first.close()
+        assert privsep.is_dir() and marker.exists() != hosts_own
+        ssh = _ssh_true(b)
+        assert ssh.returncode == 0, ssh.stderr
+        demo_kind = subprocess.Popen(
+            [
+                "bash",
+                "-c",
+                'source "$1"; privsep_enter; echo entered; read -r _; privsep_leave; echo left',
+                "demo-kind",
+                str(REPO / "scripts" / "sshd-privsep.sh"),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert demo_kind.stdout is not None
+        assert demo_kind.stdout.readline() == "entered\n"
+        second.close()
+        assert privsep.is_dir() and marker.exists() != hosts_own
+        alone = sshd_privsep.holders() == 1  # the demo-kind user's only, no other run's beside
+        out, _ = demo_kind.communicate("\n", timeout=120)
+        assert demo_kind.returncode == 0 and out == "left\n", out
+        if hosts_own:
+            assert privsep.is_dir() and not marker.exists()
+        elif alone:
+            assert not privsep.exists() and not marker.exists()
+        else:  # another run's sshds on this machine use it: the last of them removes it
+            assert privsep.is_dir() and marker.exists()
+    finally:
+        first.close()
+        second.close()
+        if demo_kind is not None and demo_kind.poll() is None:
+            demo_kind.kill()
+            demo_kind.wait()
 
 
 def test_a_client_host_ssh_config_that_is_not_there_makes_the_backing_unavailable_with_the_reason(

@@ -9,11 +9,21 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
-from iomatrix.fio.host_build import ENGINES, RUNTIME_LIBRARIES, host_fio, needed_libraries, unfit
+from iomatrix.fio.host_build import (
+    CACHE_NAME,
+    ENGINES,
+    RUNTIME_LIBRARIES,
+    host_fio,
+    needed_libraries,
+    unfit,
+)
+from iomatrix.guest.cache import entry_lock
+from iomatrix.guest.static_fio import host_fio_package_version
 from tests.conftest import needs, root_only
 
 SRC = Path(__file__).resolve().parent.parent / "src"
@@ -63,6 +73,29 @@ def test_the_controller_builds_a_fio_with_the_engines_and_only_the_libraries_a_h
         ).stdout
     )
     assert again == built
+
+
+def test_a_second_builder_waits_for_the_first_and_takes_its_fio(tmp_path: Path) -> None:
+    """Two CI runs side by side (issue 67: test_fleet_host_fio beside another suite's, or a fleet
+    demo's playbook) build the hosts' fio into one cache: the second waits on the entry's lock,
+    saying so, and takes what the first built instead of building it again."""
+    version = host_fio_package_version()
+    if version is None:
+        pytest.skip("no Debian fio package here: nothing is built")
+    binary = tmp_path / CACHE_NAME / f"fio_{version}"
+    said: list[str] = []
+    got: list[tuple[Path | None, str]] = []
+    with entry_lock(binary, "the fio for the hosts (the first builder, this test)"):
+        second = threading.Thread(target=lambda: got.append(host_fio(tmp_path, said.append)))
+        second.start()
+        second.join(timeout=3)
+        if not second.is_alive():  # it did not reach the lock: a build tool is missing here
+            pytest.skip(got[0][1])
+        binary.write_bytes(b"fio built by the first builder")  # what the first built
+    second.join(timeout=60)
+    assert got == [(binary, got[0][1])] and "built from Debian source fio" in got[0][1], got
+    assert binary.read_bytes() == b"fio built by the first builder"
+    assert any(line.startswith("waiting for ") for line in said), said
 
 
 def test_without_a_cached_build_check_mode_builds_nothing(tmp_path: Path) -> None:

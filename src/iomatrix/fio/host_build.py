@@ -30,7 +30,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from iomatrix.guest.cache import cache_root
+from iomatrix.errors import UserError
+from iomatrix.guest.cache import cache_root, entry_lock
 from iomatrix.guest.static_fio import (
     CONFIGURE_DISABLED,
     build_from_debian_source,
@@ -103,12 +104,11 @@ def host_fio(
     root = cache_dir / CACHE_NAME
     binary = root / f"fio_{version}"
     failed = root / f"failed_{version}.txt"
+    built = (
+        f"fio for the hosts built from Debian source fio {version} (unpatched, as Debian builds it)"
+    )
     if binary.is_file():
-        return (
-            binary,
-            f"fio for the hosts built from Debian source fio {version} (unpatched, as "
-            "Debian builds it)",
-        )
+        return binary, built
     if not build:
         return None, f"no fio for the hosts cached (fio {version}): {fallback}"
     missing = [
@@ -124,20 +124,30 @@ def host_fio(
         )
     if failed.is_file():  # not retried on every run; removing the file retries
         return None, failed.read_text().strip()
-    path, why = build_from_debian_source(
-        root,
-        binary,
-        version,
-        log,
-        configure=HOST_CONFIGURE,
-        patch=False,
-        what="fio for the hosts",
-        fallback=fallback,
-        check=unfit,
-    )
-    if path is None:
-        failed.write_text(why + f" (remove {failed} to try again)\n")
-    return path, why
+    # One build at a time (two CI runs side by side: test_fleet_host_fio and a fleet demo's
+    # playbook): a second builder waits, saying so, and takes the first one's result.
+    try:
+        with entry_lock(binary, f"the fio for the hosts {version}", log):
+            if binary.is_file():  # built by the process we waited for
+                return binary, built
+            if failed.is_file():
+                return None, failed.read_text().strip()
+            path, why = build_from_debian_source(
+                root,
+                binary,
+                version,
+                log,
+                configure=HOST_CONFIGURE,
+                patch=False,
+                what="fio for the hosts",
+                fallback=fallback,
+                check=unfit,
+            )
+            if path is None:
+                failed.write_text(why + f" (remove {failed} to try again)\n")
+            return path, why
+    except UserError as err:  # the other build outlasted the wait, or the cache is not writable
+        return None, f"fio for the hosts not built ({err.one_line()}): {fallback}"
 
 
 def main(argv: list[str] | None = None) -> int:
