@@ -51,9 +51,13 @@ class Durability(TierDeclaration):
     # Not FRONTEND: what it measures is lost writes, and its two-disk command line attaches no
     # IOThread.
     layers = frozenset(Layer) - {Layer.FRONTEND}
-    # a whole trial: boot, mkfs, writing until the cut, verification: 5.6-6.6 s per trial with the
-    # runner's work (docs/benchmarks-history.md, "Durability trial", "Durability trial on xfs")
-    overhead_s = 5.8
+    # a whole trial: boot, mkfs, writing until the cut, verification, with the runner's work: 2.8 s
+    # per trial on a quiet host (`durability`, 200 trials in 9.36 min; `durability-quick` 2.9 s,
+    # `durability-xfs` 3.4 s, its mkfs and mount included; bench/budgets.py,
+    # docs/benchmarks-history.md "three more built-in plans", "five more built-in plans"). 5.6-6.6 s
+    # on a host at load 5.8
+    # ("Durability trial"): the estimate is a quiet host's, as for the other tiers.
+    overhead_s = 3.0
     # TCG boots (and batches of runs) past a spent budget: run_timeout.py
     budget_margin_floor_s = 180.0
     order = 40
