@@ -27,6 +27,7 @@ from iomatrix.backing.reach import portal_problem
 from iomatrix.backing.spec import parse_backing
 from iomatrix.safety import resolve_allowed
 from tests.conftest import iomatrix_argv, root_only, run_cli
+from tests.own_network import host_lab_nfs
 
 HAVE_TOOLS = all(shutil.which(p) for p in ("tgtd", "tgtadm", "iscsi-readcapacity16", "qemu-img"))
 needs_tools = pytest.mark.skipif(
@@ -207,14 +208,16 @@ def test_an_existing_nfs_server_that_does_not_answer_is_refused_before_anything_
     tmp_path: Path,
 ) -> None:
     # 127.0.0.1 with no NFS server registered there (the host's rpcbind, if any, lists none):
-    # rpcinfo says so
-    if any(prog == 100003 for prog, *_ in rpc_registrations() or ()):
-        pytest.skip("an NFS server runs on this host")
-    _refused_plan(
-        tmp_path,
-        'type = "nfs"\nserver = "127.0.0.1"\nexport = "/nowhere"\n',
-        ("backing nfs:127.0.0.1:/nowhere cannot serve", "does not answer NFSv3"),
-    )
+    # rpcinfo says so. Under the lab NFS lock, so that no test session's lab server (another
+    # worker's test_network_disks made this test skip in a quiet suite) is registered meanwhile.
+    with host_lab_nfs():
+        if any(prog == 100003 for prog, *_ in rpc_registrations() or ()):
+            pytest.skip("an NFS server that is not a test's runs on this host")
+        _refused_plan(
+            tmp_path,
+            'type = "nfs"\nserver = "127.0.0.1"\nexport = "/nowhere"\n',
+            ("backing nfs:127.0.0.1:/nowhere cannot serve", "does not answer NFSv3"),
+        )
 
 
 @pytest.mark.skipif(shutil.which("rbd") is None, reason="ceph-common is not installed")

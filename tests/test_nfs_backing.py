@@ -164,12 +164,15 @@ def test_leftover_kinds_refuse_what_iomatrix_does_not_make(tmp_path: Path) -> No
 def test_unreachable_existing_server_is_one_line(workdir: Path) -> None:
     if shutil.which("rpcinfo") is None or not nfs.libnfs_available():
         pytest.skip("rpcbind or libnfs not installed")
-    regs = rpc_registrations() or []
-    if any(prog == 100003 for prog, *_ in regs):
-        pytest.skip("an NFS server runs on this host")
-    spec = NfsBacking(server="127.0.0.1", export="/nowhere")
-    with pytest.raises(UserError) as err, provision(spec, workdir, set()):
-        pass
+    # Under the lab NFS lock: no test session's lab server is registered meanwhile (one would make
+    # this test skip, as a test of another worker's did in a quiet suite), only the host's own.
+    with host_lab_nfs():
+        regs = rpc_registrations() or []
+        if any(prog == 100003 for prog, *_ in regs):
+            pytest.skip("an NFS server that is not a test's runs on this host")
+        spec = NfsBacking(server="127.0.0.1", export="/nowhere")
+        with pytest.raises(UserError) as err, provision(spec, workdir, set()):
+            pass
     assert "does not answer NFSv3" in err.value.one_line()
     assert leftovers.pending(workdir) == []
 
