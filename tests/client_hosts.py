@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.bounded_flock import flock_within
 from tests.sshd_privsep import sshd_privsep
 
 # The ranges 10.X.0.0/16 the hosts may use, the first free one taken (free_subnet): not 10.231, the
@@ -116,18 +117,11 @@ def _exclusive(lock: Path, wait_s: float, why: str) -> Iterator[None]:
     lock.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise AssertionError(
-                        f"{lock} held for over {wait_s:g} s by another process ({why}): find it "
-                        f"with `fuser -v {lock}`"
-                    ) from None
-                time.sleep(0.1)
+        if not flock_within(fd, fcntl.LOCK_EX, wait_s, 0.1):
+            raise AssertionError(
+                f"{lock} held for over {wait_s:g} s by another process ({why}): find it "
+                f"with `fuser -v {lock}`"
+            )
         yield
     finally:
         os.close(fd)

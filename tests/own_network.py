@@ -42,6 +42,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.bounded_flock import flock_within
 from tests.conftest import iomatrix_argv
 
 # The directories of the host's /run that the lab's daemons expect to find (made again, empty).
@@ -243,22 +244,15 @@ def host_lab_nfs() -> Iterator[None]:
     path = HOST_NFS_LOCK if HOST_NFS_LOCK.parent.is_dir() else Path("/tmp") / HOST_NFS_LOCK.name
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
-        deadline = time.monotonic() + HOST_NFS_LOCK_WAIT_S
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    holder = os.pread(fd, 4096, 0).decode(errors="replace").strip()
-                    pytest.fail(
-                        f"another test session held the host's lab NFS lock {path} for over "
-                        f"{HOST_NFS_LOCK_WAIT_S:g} s (held by: {holder or 'unknown'}); a lab NFS "
-                        "server of this test beside it would be refused by rpcbind: wait for it, "
-                        "or stop it",
-                        pytrace=False,
-                    )
-                time.sleep(1)
+        if not flock_within(fd, fcntl.LOCK_EX, HOST_NFS_LOCK_WAIT_S, 1.0):
+            holder = os.pread(fd, 4096, 0).decode(errors="replace").strip()
+            pytest.fail(
+                f"another test session held the host's lab NFS lock {path} for over "
+                f"{HOST_NFS_LOCK_WAIT_S:g} s (held by: {holder or 'unknown'}); a lab NFS "
+                "server of this test beside it would be refused by rpcbind: wait for it, "
+                "or stop it",
+                pytrace=False,
+            )
         me = f"pid {os.getpid()} ({' '.join(sys.argv)[:200]})\n".encode()
         os.ftruncate(fd, 0)
         os.pwrite(fd, me, 0)

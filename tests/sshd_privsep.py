@@ -28,9 +28,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
+
+from tests.bounded_flock import flock_within
 
 PRIVSEP_DIR = Path("/run/sshd")  # compiled into Debian's sshd (_PATH_PRIVSEP_CHROOT_DIR)
 LOCK = Path("/run/lock/iomatrix-sshd-privsep.lock")
@@ -48,18 +49,11 @@ def _open_lock() -> int:
 
 
 def _shared(fd: int, wait_s: float) -> None:
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"{LOCK} held exclusively for over {wait_s:g} s (it is held only while "
-                    f"{PRIVSEP_DIR} is removed): find the holder with `fuser -v {LOCK}`"
-                ) from None
-            time.sleep(0.05)
+    if not flock_within(fd, fcntl.LOCK_SH, wait_s, 0.05):
+        raise AssertionError(
+            f"{LOCK} held exclusively for over {wait_s:g} s (it is held only while "
+            f"{PRIVSEP_DIR} is removed): find the holder with `fuser -v {LOCK}`"
+        )
 
 
 def enter(wait_s: float = WAIT_S) -> int:

@@ -19,6 +19,7 @@ the publish test above ("already finished earlier", changed=0)."""  # noqa: E501
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -33,6 +34,7 @@ import pytest
 
 from iomatrix.hostcmd import version_of
 from iomatrix.store import Store
+from tests.bounded_flock import flock_within
 from tests.conftest import root_only
 
 REPO = Path(__file__).resolve().parent.parent
@@ -58,15 +60,10 @@ def no_other_demo(timeout: float = 1800) -> Iterator[None]:
     can then make namespaces, links or its user meanwhile, so what is found is this demo's."""
     DEMO_LOCK.parent.mkdir(parents=True, exist_ok=True)
     with DEMO_LOCK.open("w") as lock:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(1)
+        if not flock_within(lock.fileno(), fcntl.LOCK_EX, timeout, 1.0):
+            raise BlockingIOError(
+                errno.EWOULDBLOCK, f"{DEMO_LOCK} held by another demo for over {timeout:g} s"
+            )
         try:
             yield
         finally:
