@@ -213,6 +213,10 @@ def test_prose_wraps_and_xml_breaks_between_attributes() -> None:
     )
     broken = code_lines(xml, "xml", 60)
     assert all(len(x) <= 60 for x in broken) and " ".join(x.strip() for x in broken) == xml.strip()
+    # the tag's end stays with its last attribute, never on a line of its own
+    for width in range(40, 90):
+        lines = code_lines(xml, "xml", width)
+        assert lines[-1].strip().endswith('detect_zeroes="off" />'), (width, lines)
     # a shell word is never broken
     assert code_lines("qemu " + "x" * 100, "sh", 60) == ["qemu " + "x" * 100]
 

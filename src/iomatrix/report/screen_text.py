@@ -47,6 +47,11 @@ def code_lines(text: str, language: str, width: int, indent: str = "") -> list[s
             continue
         lead = line[: len(line) - len(line.lstrip())]
         words = re.findall(r'[^\s"]+(?:"[^"]*")?|"[^"]*"', line.strip())
+        # a tag's end ("/>", ">") stays with its last attribute: alone on a line it reads as a
+        # stray line of the snippet (issue 70, "snippets whole")
+        for i in range(len(words) - 1, 0, -1):
+            if words[i] in ("/>", ">"):
+                words[i - 1 : i + 1] = [f"{words[i - 1]} {words[i]}"]
         cur = lead + words[0]
         for w in words[1:]:
             if len(cur) + 1 + len(w) > width:
