@@ -15,14 +15,16 @@ from iomatrix.qemu_block import NULL_FORMAT
 from iomatrix.tiers.declaration import TierDeclaration, qemu_host_cache_wording
 
 # A real image under TCG: its boot, shared by the runs of one cell in it (tiers/real_guest.py), and
-# each run beyond its runtime. Measured (tests/test_real_guest.py, two runs of one cell in one boot,
-# load ~3 on 2 cores): QEMU's start to the agent 83 s, the first run's wall 152 s, the second's 50 s
-# for a 1 s runtime (the guest made ready, its facts and view of the disk read, fio's job written,
-# fio's own start-up in the TCG guest, its output and log read back: each a guest-exec). So ~100 s
-# per boot (with the disks made and removed and the host's cache dropped) and ~50 s per run; a
-# one-run boot, 150 s, is what a whole one-run sweep measured before (docs/guest.md).
-REAL_IMAGE_BOOT_S = 100.0
-REAL_IMAGE_RUN_OVERHEAD_S = 50.0
+# each run beyond its runtime (the guest made ready, its facts and view of the disk read, fio's job
+# written, fio's own start-up in the TCG guest, its output and log read back: each a guest-exec).
+# The estimate is a quiet host's (estimate.py): `iomatrix run real-guest` on a quiet 2-core host
+# (bench/budgets.py, 2026-11-28, docs/benchmarks-history.md "Issue 70: the last built-in plans")
+# booted to the agent in 39-41 s, its first run of a boot took 50-61 s of wall (the boot, the disks
+# made, the host's cache dropped, the run) and each later one 12-19 s for a 2 s runtime: ~50 s a
+# boot and ~15 s a run. At load ~3 they were 83 s, 152 s and 50 s (tests/test_real_guest.py), which
+# a loaded host's sweep pays, to its budget at most.
+REAL_IMAGE_BOOT_S = 50.0
+REAL_IMAGE_RUN_OVERHEAD_S = 15.0
 
 if TYPE_CHECKING:
     from iomatrix.domain.cell import Cell
