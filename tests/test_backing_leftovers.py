@@ -20,7 +20,7 @@ from iomatrix.backing import leftovers
 from iomatrix.backing.leftover_kinds import loops_backed_by
 from iomatrix.backing.leftovers import clean, forget, register_temp_path
 from iomatrix.mountinfo import parse_mountinfo
-from tests.conftest import root_only, run_cli
+from tests.conftest import iomatrix_argv, root_only, run_cli
 
 SCRATCH = Path("/tmp/iomx-backing")
 
@@ -413,3 +413,19 @@ def test_a_loop_device_still_open_elsewhere_is_waited_for_before_its_file_is_cal
     assert not undo.is_alive()
     assert after == [[]], after  # the undo returned only once the device had let go of the file
     assert loops_backed_by(str(image)) == []
+
+
+def test_clean_says_a_workdir_as_named_and_whole_when_not_a_terminal(tmp_path: Path) -> None:
+    # "[bold]" in the path was read as markup and dropped; piped at 40 columns the path was broken
+    # mid-name (issue 70)
+    wd = tmp_path / ("a-rather-long-directory-name-[bold]-" + "x" * 40)
+    wd.mkdir()
+    proc = subprocess.run(
+        [*iomatrix_argv(), "clean", "--workdir", str(wd)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "40"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"nothing left behind in {wd}\n"

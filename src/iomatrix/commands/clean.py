@@ -35,10 +35,12 @@ def clean(workdir: CrashedWorkdirOpt = DEFAULT_WORKDIR) -> None:
     from iomatrix.backing.leftovers import pending
 
     lines = clean_leftovers(workdir.resolve())
+    # plain text (a path may hold "[…]", which markup would eat), whole where it is not a terminal
+    piped = not console.is_terminal
     for line in lines:
-        console.print(line)
+        console.print(line, markup=False, highlight=False, soft_wrap=piped)
     if not lines:
-        console.print(f"nothing left behind in {workdir}", markup=False)
+        console.print(f"nothing left behind in {workdir}", markup=False, soft_wrap=piped)
     # refused, failed or still in use: say so in the exit status
     if remaining := pending(workdir.resolve()):
         err_console.print(

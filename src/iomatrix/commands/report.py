@@ -76,6 +76,7 @@ def report(
     console.print(
         f"wrote {html} ({size / 1024:.0f} KiB): open it in a browser, it needs no network",
         markup=False,
+        soft_wrap=not console.is_terminal,  # the path whole in a log
     )
 
 
