@@ -25,7 +25,9 @@ from tests.conftest import iomatrix_argv
 
 @pytest.mark.slow
 def test_two_guest_builds_at_once_on_one_empty_cache_both_succeed(tmp_path: Path) -> None:
-    env = os.environ | {"IOMATRIX_CACHE": str(tmp_path / "cache"), "COLUMNS": "200"}
+    # 40 columns, piped: every line whole all the same (a path split mid-name at the width was
+    # what setup.sh's log showed, issue 70)
+    env = os.environ | {"IOMATRIX_CACHE": str(tmp_path / "cache"), "COLUMNS": "40"}
     # The host's static fio, if built, copied in: the race is on the kernel, the tools and the
     # initramfs, not on a second compile of fio (without it, both build it as before).
     host_fio = default_cache_dir() / "fio-static"
@@ -48,6 +50,10 @@ def test_two_guest_builds_at_once_on_one_empty_cache_both_succeed(tmp_path: Path
         assert p.returncode == 0, f"exit {p.returncode}\n{out}\n{err}"
         assert "Traceback" not in out + err
     keys = [next(ln for ln in out.splitlines() if ln.startswith("cache_key:")) for out, _ in outs]
+    for out, _ in outs:  # each file named on a line of its own, whole
+        for name in ("kernel", "initramfs"):
+            line = next(ln for ln in out.splitlines() if ln.startswith(f"{name}: /"))
+            assert Path(line.split(": ", 1)[1]).is_file(), out
     assert keys[0] == keys[1]  # one build, used by both
     builds = list((tmp_path / "cache" / "guest" / "builds").iterdir())
     assert [b.name for b in builds if not b.name.startswith(".")] == [keys[0].split(": ")[1]]

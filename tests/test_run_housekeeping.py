@@ -5,6 +5,7 @@ the headline."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 
 from iomatrix.backing import leftovers
 from iomatrix.commands.run import reclaim_leftovers
-from tests.conftest import needs, run_cli
+from tests.conftest import iomatrix_argv, needs
 
 PLAN = """name = "housekeeping-tiny"
 description = "bare metal: 2 cache modes, 1 s runs"
@@ -60,11 +61,30 @@ def test_a_sweep_reclaims_ends_with_the_answer_and_leaves_no_wal(tmp_path: Path)
     (tmp_path / "plan.toml").write_text(PLAN)
     img = _leave_behind(tmp_path / "work")
     db = tmp_path / "r.sqlite"
-    res = run_cli(
-        "run", str(tmp_path / "plan.toml"), "--db", str(db), "--workdir", str(tmp_path / "work")
+    # piped at 40 columns: every message whole all the same, its paths unbroken (issue 70: a log
+    # of a run held "results → " and the database's name on two lines)
+    res = subprocess.run(
+        [
+            *iomatrix_argv(),
+            *("run", str(tmp_path / "plan.toml"), "--db", str(db)),
+            *("--workdir", str(tmp_path / "work")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "COLUMNS": "40"},
     )
     assert res.returncode == 0, res.stdout + res.stderr
     assert not img.exists() and "reclaimed from a killed sweep" in res.stdout
+    lines = res.stdout.splitlines()
+    for start, whole in (
+        ("housekeeping-tiny: ", f"results → {db}"),
+        ("reclaimed from a killed sweep: ", str(img)),
+        ("sweep ", "accelerator: baremetal=none"),
+        ("next: ", f"iomatrix rank --db {db}"),
+    ):
+        line = next((x for x in lines if x.startswith(start)), "")
+        assert whole in line, (start, res.stdout)
     assert not (tmp_path / "r.sqlite-wal").exists() and not (tmp_path / "r.sqlite-shm").exists()
     run_lines = [line for line in res.stdout.splitlines() if line.startswith(("ok ", "FAILED "))]
     assert len(run_lines) == 6 and all(len(line) <= 100 for line in run_lines)

@@ -38,11 +38,9 @@ def guest_build(
         return
     # before the artifact cache is made: a mistyped path leaves nothing behind
     check_kernel_option(kernel)
-    art = ensure_artifacts(
-        kernel=kernel, rebuild=rebuild, log=lambda m: console.print(f"[dim]{escape(m)}[/]")
-    )
+    art = ensure_artifacts(kernel=kernel, rebuild=rebuild, log=_log)
     for k, v in art.as_metadata().items():
-        console.print(f"{k}: {v}", markup=False, highlight=False)
+        _say(f"{k}: {v}")
 
 
 def _build_image(what: str, kernel: object, rebuild: bool) -> None:
@@ -59,10 +57,21 @@ def _build_image(what: str, kernel: object, rebuild: bool) -> None:
             "--kernel does not apply to the Debian guest image (it boots its own kernel)",
             hint="leave --kernel out",
         )
-    img = ensure_debian_image(rebuild=rebuild, log=lambda m: console.print(f"[dim]{escape(m)}[/]"))
+    img = ensure_debian_image(rebuild=rebuild, log=_log)
     for k, v in img.as_metadata().items():
-        console.print(f"{k}: {v}", markup=False, highlight=False)
-    console.print(f"kernel: {img.kernel}", markup=False, highlight=False)
+        _say(f"{k}: {v}")
+    _say(f"kernel: {img.kernel}")
+
+
+def _say(line: str) -> None:
+    """A line of `guest build`'s output: a terminal wraps it between words; a pipe or a log file
+    (setup.sh's) gets it whole, so that a path is never split mid-name (issue 70)."""
+    console.print(line, markup=False, highlight=False, soft_wrap=not console.is_terminal)
+
+
+def _log(message: str) -> None:
+    """A build step's progress line, dimmed, whole where it is not a terminal (as _say)."""
+    console.print(f"[dim]{escape(message)}[/]", highlight=False, soft_wrap=not console.is_terminal)
 
 
 def guest_info(format: FormatOpt = OutputFormat.table) -> None:
@@ -82,8 +91,7 @@ def guest_info(format: FormatOpt = OutputFormat.table) -> None:
         sys.stdout.write(json.dumps(info, indent=2, default=str) + "\n")
         return
     for line in info_lines(info):
-        # a terminal wraps between words; a pipe gets each line whole (no path split mid-name)
-        console.print(line, markup=False, highlight=False, soft_wrap=not console.is_terminal)
+        _say(line)
 
 
 def info_lines(info: dict[str, Any]) -> list[str]:

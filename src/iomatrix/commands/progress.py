@@ -142,7 +142,9 @@ class RichProgress(runner.Progress):
             self.bar.advance(self.task)
 
     def message(self, text: str) -> None:
-        console.print(f"[dim]{escape(text)}[/]")
+        # whole where it is not a terminal (a log file): "guest booting: … console: …" was broken
+        # at 100 columns there (issue 70)
+        console.print(f"[dim]{escape(text)}[/]", soft_wrap=not console.is_terminal)
 
     def stop(self) -> None:
         self.bar.stop()

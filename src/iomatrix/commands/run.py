@@ -461,7 +461,9 @@ def _run_locked(sw: Sweep, store: Store) -> None:
         group=args.group,
         start_at=sw.start_at,
         # escaped: a line may carry what a guest's console printed ('[    0.000000] Linux …')
-        log=lambda m: console.print(f"[dim]{escape(m)}[/]"),
+        # a log kept of the run (not a terminal) holds each message as one line: a path or a
+        # guest's console line is never broken at the width (issue 70)
+        log=lambda m: console.print(f"[dim]{escape(m)}[/]", soft_wrap=not console.is_terminal),
     )
     try:
         runner = SweepRunner(p, sw.base, store, opts, progress=RichProgress(args.verbose))
@@ -493,7 +495,8 @@ def _run_locked(sw: Sweep, store: Store) -> None:
     accels = sorted(set(res.accel.values()))
     console.print(
         f"sweep {res.sweep_id}: {res.runs_done} runs ok, {res.runs_failed} failed; accelerator: "
-        + ", ".join(f"{t}={a}" for t, a in res.accel.items())
+        + ", ".join(f"{t}={a}" for t, a in res.accel.items()),
+        soft_wrap=not console.is_terminal,
     )
     if res.disturbed:
         console.print(
@@ -521,7 +524,8 @@ def _run_locked(sw: Sweep, store: Store) -> None:
     if res.interrupted:
         console.print(
             f"[yellow]interrupted[/]: completed runs are saved in {escape(str(db))}; run the "
-            "same command to resume"
+            "same command to resume",
+            soft_wrap=not console.is_terminal,
         )
         raise typer.Exit(130)
     if res.runs_done:
@@ -538,6 +542,7 @@ def _run_locked(sw: Sweep, store: Store) -> None:
         f"--db {db}   ·   "
         f"iomatrix rank --db {db}",
         markup=False,
+        soft_wrap=not console.is_terminal,  # three commands to paste: whole in a log
     )
     if res.runs_done == 0 and res.runs_failed > 0:
         raise SweepIncomplete(
@@ -654,7 +659,12 @@ def reclaim_leftovers(work: Path) -> list[str]:
         return []
     lines = clean(work)
     for line in lines:
-        console.print(f"reclaimed from a killed sweep: {line}", markup=False, highlight=False)
+        console.print(
+            f"reclaimed from a killed sweep: {line}",
+            markup=False,
+            highlight=False,
+            soft_wrap=not console.is_terminal,  # the path whole in a log
+        )
     return lines
 
 
