@@ -151,7 +151,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(MADE_STATE[0], ignore_errors=True)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def _seconds_by_test(recorded: dict[str, float]) -> dict[str, float]:
     """tests/durations.json by the ids collection gives: a grouped test's id in a --durations line
     carries its xdist group ("…::test_x@nfs"), which collection's id has not; such an entry was
@@ -166,6 +165,7 @@ def _seconds_by_test(recorded: dict[str, float]) -> dict[str, float]:
     return out
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     group_of = {m: g for g, modules in SERIAL_GROUPS.items() for m in modules}
     group_of.update({m: m for m in WHOLE_MODULES})
