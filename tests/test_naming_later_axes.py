@@ -48,24 +48,3 @@ def test_labels_without_later_axes_are_named_as_before() -> None:
         cell_names(labels).constant_text()
         == "format=qcow2 preallocation=off aio=threads backing=dir"
     )
-
-
-def test_an_axis_sharing_a_value_with_another_is_named_with_every_value() -> None:
-    # librbd's policy and QEMU's cache both take "writeback": the policy's other values are named
-    # with it too ("writearound" alone beside "rbd_cache_policy=writeback" read as two axes), and
-    # an axis sharing nothing keeps its bare values (raw, qcow2).
-    rbd = "aio=threads backing=rbd"
-    labels = [
-        f"format={f} preallocation=off cache={c} {rbd} rbd_cache_policy={p}"
-        for f in ("raw", "qcow2")
-        for c in ("none", "writeback")
-        for p in ("writearound", "writeback")
-    ]
-    names = [cell_names(labels).of(x) for x in labels]
-    assert names[:4] == [
-        "raw · cache=none · rbd_cache_policy=writearound",
-        "raw · cache=none · rbd_cache_policy=writeback",
-        "raw · cache=writeback · rbd_cache_policy=writearound",
-        "raw · cache=writeback · rbd_cache_policy=writeback",
-    ]
-    assert names[4].startswith("qcow2 · ")

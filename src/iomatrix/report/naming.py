@@ -135,23 +135,12 @@ def _axes_of_values(
 
 
 def _short(axes: Mapping[str, str], varying: Sequence[str], seen_in: Mapping[str, set[str]]) -> str:
-    # An axis one of whose words another varying axis also takes is named with every value: the
-    # ceph sweep's librbd policy read "writearound" beside "rbd_cache_policy=writeback" (the second
-    # shared with cache=writeback), two names of one axis in one answer (issue 70). Values never
-    # bare ("none", "off", numbers) keep the rule they had: a modifier=none beside cache=none names
-    # no more than before.
-    shared = {
-        k
-        for v, vs in seen_in.items()
-        if len(vs) > 1 and v not in _BARE_VALUES and not v.isdigit()
-        for k in vs
-    }
     parts = []
     for k in varying:
         v = axes.get(k)
         if v is None:
             continue
         # a number alone says nothing either ("2": clients? queues?)
-        bare = v not in _BARE_VALUES and not v.isdigit() and k not in shared
+        bare = v not in _BARE_VALUES and not v.isdigit() and len(seen_in.get(v, ())) == 1
         parts.append(v if bare else f"{k}={v}")
     return SEPARATOR.join(parts) or "(all axes shared)"
