@@ -105,7 +105,9 @@ def _same(got: object, expected: object) -> bool:
     if isinstance(got, dict) and isinstance(expected, dict):
         return got.keys() == expected.keys() and all(_same(got[k], expected[k]) for k in got)
     if isinstance(got, list) and isinstance(expected, list):
-        return len(got) == len(expected) and all(_same(g, e) for g, e in zip(got, expected))
+        if len(got) != len(expected):
+            return False
+        return all(_same(g, e) for g, e in zip(got, expected, strict=True))
     return type(got) is type(expected) and got == expected
 
 
