@@ -88,6 +88,23 @@ console = EscapingConsole(highlight=False, width=report_width(sys.stdout))
 err_console = EscapingConsole(stderr=True, highlight=False, width=report_width(sys.stderr))
 
 
+def print_line(text: str, *, markup: bool = False, dim: bool = False) -> None:
+    """One line of a long job's output on stdout: a step, a fact, a path, a sweep's tally.
+
+    A terminal wraps it between words; a pipe or a log file (setup.sh's, a CI's) gets it as one
+    line, so that a path or a guest's console line is never split mid-name (a log of `guest build`
+    split `/root/.cache/…/29f376d` / `c`; issue 70). Plain text unless `markup`, where the caller
+    has escaped what it did not write itself; `dim` for progress, which matters less than the
+    results around it."""
+    console.print(
+        text,
+        style="dim" if dim else None,
+        markup=markup,
+        highlight=False,
+        soft_wrap=not console.is_terminal,
+    )
+
+
 def fmt(value: float | None, digits: int = 3) -> str:
     if value is None:
         return "–"

@@ -8,7 +8,7 @@ from rich.markup import escape
 from iomatrix.commands.common import refuse_system_workdir
 from iomatrix.commands.options import DEFAULT_WORKDIR, CrashedWorkdirOpt
 from iomatrix.errors import UserError
-from iomatrix.ui import console, err_console
+from iomatrix.ui import err_console, print_line
 
 NAME = "clean"
 
@@ -35,12 +35,11 @@ def clean(workdir: CrashedWorkdirOpt = DEFAULT_WORKDIR) -> None:
     from iomatrix.backing.leftovers import pending
 
     lines = clean_leftovers(workdir.resolve())
-    # plain text (a path may hold "[…]", which markup would eat), whole where it is not a terminal
-    piped = not console.is_terminal
+    # plain text (a path may hold "[…]", which markup would eat), whole in a log
     for line in lines:
-        console.print(line, markup=False, highlight=False, soft_wrap=piped)
+        print_line(line)
     if not lines:
-        console.print(f"nothing left behind in {workdir}", markup=False, soft_wrap=piped)
+        print_line(f"nothing left behind in {workdir}")
     # refused, failed or still in use: say so in the exit status
     if remaining := pending(workdir.resolve()):
         err_console.print(

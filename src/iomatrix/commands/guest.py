@@ -6,11 +6,10 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from iomatrix.commands.options import KernelOpt, check_kernel_option, format_option
 from iomatrix.report.formats import OutputFormat
-from iomatrix.ui import console
+from iomatrix.ui import print_line
 
 NAME = "guest"
 FormatOpt = format_option(OutputFormat.table, OutputFormat.json)
@@ -64,14 +63,13 @@ def _build_image(what: str, kernel: object, rebuild: bool) -> None:
 
 
 def _say(line: str) -> None:
-    """A line of `guest build`'s output: a terminal wraps it between words; a pipe or a log file
-    (setup.sh's) gets it whole, so that a path is never split mid-name (issue 70)."""
-    console.print(line, markup=False, highlight=False, soft_wrap=not console.is_terminal)
+    """A line of `guest build`'s output, whole in a log (ui.print_line)."""
+    print_line(line)
 
 
 def _log(message: str) -> None:
-    """A build step's progress line, dimmed, whole where it is not a terminal (as _say)."""
-    console.print(f"[dim]{escape(message)}[/]", highlight=False, soft_wrap=not console.is_terminal)
+    """A build step's progress line, dimmed, whole in a log."""
+    print_line(message, dim=True)
 
 
 def guest_info(format: FormatOpt = OutputFormat.table) -> None:

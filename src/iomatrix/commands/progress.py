@@ -11,7 +11,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -25,7 +24,7 @@ from iomatrix import runner
 from iomatrix.matrix import Unit
 from iomatrix.report.naming import SEPARATOR, CellNames, cell_names
 from iomatrix.tiers.base import RunOutcome
-from iomatrix.ui import console, report_width
+from iomatrix.ui import console, print_line, report_width
 
 DISTURBED = " — disturbed: "
 
@@ -142,9 +141,8 @@ class RichProgress(runner.Progress):
             self.bar.advance(self.task)
 
     def message(self, text: str) -> None:
-        # whole where it is not a terminal (a log file): "guest booting: … console: …" was broken
-        # at 100 columns there (issue 70)
-        console.print(f"[dim]{escape(text)}[/]", soft_wrap=not console.is_terminal)
+        # whole in a log: "guest booting: … console: …" was broken at 100 columns there (issue 70)
+        print_line(text, dim=True)
 
     def stop(self) -> None:
         self.bar.stop()

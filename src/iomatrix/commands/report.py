@@ -10,7 +10,7 @@ import typer
 
 from iomatrix.commands.answer_options import ANSWERING, AnswerOptions, answer_command
 from iomatrix.commands.common import check_target, open_store, parse_objective
-from iomatrix.ui import console
+from iomatrix.ui import print_line
 
 NAME = "report"
 
@@ -73,11 +73,7 @@ def report(
         allow_data_loss=opts.allow_data_loss,
         **ranking,
     )
-    console.print(
-        f"wrote {html} ({size / 1024:.0f} KiB): open it in a browser, it needs no network",
-        markup=False,
-        soft_wrap=not console.is_terminal,  # the path whole in a log
-    )
+    print_line(f"wrote {html} ({size / 1024:.0f} KiB): open it in a browser, it needs no network")
 
 
 def check_output_path(path: Path) -> None:

@@ -35,7 +35,7 @@ from iomatrix.commands.options import (
 )
 from iomatrix.dburl import DatabaseURL, parse_db
 from iomatrix.errors import UserError
-from iomatrix.ui import console, err_console
+from iomatrix.ui import console, err_console, print_line
 
 if TYPE_CHECKING:
     from iomatrix.matrix import Expansion
@@ -463,7 +463,7 @@ def _run_locked(sw: Sweep, store: Store) -> None:
         # escaped: a line may carry what a guest's console printed ('[    0.000000] Linux …')
         # a log kept of the run (not a terminal) holds each message as one line: a path or a
         # guest's console line is never broken at the width (issue 70)
-        log=lambda m: console.print(f"[dim]{escape(m)}[/]", soft_wrap=not console.is_terminal),
+        log=lambda m: print_line(m, dim=True),
     )
     try:
         runner = SweepRunner(p, sw.base, store, opts, progress=RichProgress(args.verbose))
@@ -473,13 +473,11 @@ def _run_locked(sw: Sweep, store: Store) -> None:
             raise
         raise UserError(e.message, hint=_as_given(e.hint, p, plan)) from None
     exp = runner.expansion
-    console.print(
+    print_line(
         f"[bold]{escape(p.name)}[/]: {len(exp.cells)} cells, {len(exp.units)} cell×workload "
         f"units, {len(exp.pruned)} pruned "
         + escape(f"(see 'iomatrix plan {plan} --explain'); results → {db}"),
-        # a terminal wraps it between words; a log kept of it (not a terminal) holds it as one
-        # line, the path whole
-        soft_wrap=not console.is_terminal,
+        markup=True,
     )
     for line in current_lines(p, exp, console.width):
         console.print(line, markup=False, highlight=False)
@@ -487,16 +485,12 @@ def _run_locked(sw: Sweep, store: Store) -> None:
 
     # said before the sweep, not only at its end: the budget will cut minimum runs
     if (estimate := estimate_sweep(p, exp)).minimum_cut:
-        console.print(
-            f"[yellow]note:[/] {escape(estimate.sentence(p.time_budget))}",
-            soft_wrap=not console.is_terminal,
-        )
+        print_line(f"[yellow]note:[/] {escape(estimate.sentence(p.time_budget))}", markup=True)
     res = runner.run()
     accels = sorted(set(res.accel.values()))
-    console.print(
+    print_line(
         f"sweep {res.sweep_id}: {res.runs_done} runs ok, {res.runs_failed} failed; accelerator: "
-        + ", ".join(f"{t}={a}" for t, a in res.accel.items()),
-        soft_wrap=not console.is_terminal,
+        + ", ".join(f"{t}={a}" for t, a in res.accel.items())
     )
     if res.disturbed:
         console.print(
@@ -522,10 +516,10 @@ def _run_locked(sw: Sweep, store: Store) -> None:
         console.print(f"[red]gave up:[/] {escape(f'{key}: {why}')}")
     warn_tcg(accels)
     if res.interrupted:
-        console.print(
+        print_line(
             f"[yellow]interrupted[/]: completed runs are saved in {escape(str(db))}; run the "
             "same command to resume",
-            soft_wrap=not console.is_terminal,
+            markup=True,
         )
         raise typer.Exit(130)
     if res.runs_done:
@@ -537,12 +531,10 @@ def _run_locked(sw: Sweep, store: Store) -> None:
         console.print(answer, markup=False, highlight=False)
         if hint := few_runs_hint(answer, db, p.repetitions.max):
             console.print(hint, markup=False, highlight=False)
-    console.print(
+    # three commands to paste: whole in a log
+    print_line(
         f"next: iomatrix recommend --db {db}   ·   iomatrix report --html report.html "
-        f"--db {db}   ·   "
-        f"iomatrix rank --db {db}",
-        markup=False,
-        soft_wrap=not console.is_terminal,  # three commands to paste: whole in a log
+        f"--db {db}   ·   iomatrix rank --db {db}"
     )
     if res.runs_done == 0 and res.runs_failed > 0:
         raise SweepIncomplete(
@@ -659,12 +651,7 @@ def reclaim_leftovers(work: Path) -> list[str]:
         return []
     lines = clean(work)
     for line in lines:
-        console.print(
-            f"reclaimed from a killed sweep: {line}",
-            markup=False,
-            highlight=False,
-            soft_wrap=not console.is_terminal,  # the path whole in a log
-        )
+        print_line(f"reclaimed from a killed sweep: {line}")
     return lines
 
 
