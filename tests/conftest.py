@@ -146,6 +146,30 @@ def pytest_configure(config: pytest.Config) -> None:
 MADE_STATE = [""]
 
 
+# The controller's (or a serial run's) measure of the machine, for the end of the run's log.
+HOST_SPEED: dict[str, object] = {}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if hasattr(session.config, "workerinput"):  # an xdist worker: the controller measures
+        return
+    from tests.host_speed import CpuTimes, loop_seconds
+
+    HOST_SPEED.update(loop_s=loop_seconds(), before=CpuTimes.read())
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The machine's speed beside the suite's time (tests/host_speed.py): the same tests took 20 and
+    34 minutes on two VMs, and a suite time without it cannot be compared."""
+    if "loop_s" not in HOST_SPEED:
+        return
+    from tests.host_speed import CpuTimes, summary
+
+    before = HOST_SPEED["before"]
+    assert before is None or isinstance(before, CpuTimes)
+    terminalreporter.write_line(summary(before, CpuTimes.read(), float(HOST_SPEED["loop_s"])))  # type: ignore[arg-type]
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     if MADE_STATE[0]:
         shutil.rmtree(MADE_STATE[0], ignore_errors=True)

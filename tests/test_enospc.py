@@ -176,6 +176,12 @@ def test_an_image_filling_its_backing_fails_the_run_naming_enospc(
         filler.join(timeout=60)
     assert proc.returncode == 3, proc.stdout + proc.stderr  # the unit gave up
     assert "Traceback" not in proc.stdout + proc.stderr
+    # named by its settings and workload, as the progress lines name it, not by its store key
+    # ("guest/raw/off/writeback/…::seq-write-1m")
+    gave_up = [line for line in proc.stdout.splitlines() if line.startswith("gave up: ")]
+    assert len(gave_up) == 1 and "::" not in gave_up[0], proc.stdout
+    assert gave_up[0].startswith(f"gave up: tier={tier} format=raw"), gave_up
+    assert "cache=writeback" in gave_up[0] and "× seq-write-1m: " in gave_up[0], gave_up
     con = sqlite3.connect(tmp_path / "r.sqlite")
     errors = [r[0] for r in con.execute("SELECT error FROM runs")]
     con.close()

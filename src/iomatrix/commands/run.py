@@ -449,7 +449,6 @@ def _run_locked(sw: Sweep, store: Store) -> None:
     from iomatrix.commands.progress import RichProgress
     from iomatrix.runner import RunOptions, SweepRunner
     from iomatrix.safety import resolve_allowed
-    from iomatrix.stats.interference import disturbance_lines
 
     db, plan = args.db, args.plan
     opts = RunOptions(
@@ -492,29 +491,10 @@ def _run_locked(sw: Sweep, store: Store) -> None:
         f"sweep {res.sweep_id}: {res.runs_done} runs ok, {res.runs_failed} failed; accelerator: "
         + ", ".join(f"{t}={a}" for t, a in res.accel.items())
     )
-    if res.disturbed:
-        console.print(
-            f"[yellow]{res.disturbed} run(s) disturbed by the rest of the host[/] "
-            f"({res.retried} retried); "
-            "see the notes in 'iomatrix results'"
-        )
-        for line in disturbance_lines(res.disturbed_by):
-            console.print(line, markup=False, highlight=False)
-    if res.load_not_reached:
-        console.print(
-            f"[yellow]{res.load_not_reached} run(s) missed their offered load[/]: not "
-            "counted by racing nor "
-            "ranked (their latency is not at the asked load)"
-        )
-    for key, why in res.unreached_units:
-        console.print(f"[yellow]load not reached:[/] {escape(f'{key}: {why}')}")
-    for key, why in res.not_converged:
-        console.print(f"[yellow]not converged:[/] {escape(f'{key}: {why}')}")
-    for line in budget_lines(res, p.time_budget, p.repetitions.min):
-        console.print(line, markup=False, highlight=False)
-    for key, why in res.gave_up:
-        console.print(f"[red]gave up:[/] {escape(f'{key}: {why}')}")
-    warn_tcg(accels)
+    _say_what_did_not_settle(res, exp, p)
+    if res.interrupted or not res.runs_done:
+        # said once: the answer printed below carries it among its warnings
+        warn_tcg(accels)
     if res.interrupted:
         print_line(
             f"[yellow]interrupted[/]: completed runs are saved in {escape(str(db))}; run the "
@@ -546,6 +526,42 @@ def _run_locked(sw: Sweep, store: Store) -> None:
             f"{len(res.gave_up)} of {len(exp.units)} cell×workload units gave up "
             "after repeated failures; their figures are missing"
         )
+
+
+def _say_what_did_not_settle(res: SweepResult, exp: Expansion, p: Plan) -> None:
+    """After a sweep's tally: the runs the host disturbed or that missed their load, the units
+    that stopped without an answer or gave up, and what the budget cut."""
+    from iomatrix.stats.interference import disturbance_lines
+
+    if res.disturbed:
+        console.print(
+            f"[yellow]{res.disturbed} run(s) disturbed by the rest of the host[/] "
+            f"({res.retried} retried); "
+            "see the notes in 'iomatrix results'"
+        )
+        for line in disturbance_lines(res.disturbed_by):
+            console.print(line, markup=False, highlight=False)
+    if res.load_not_reached:
+        console.print(
+            f"[yellow]{res.load_not_reached} run(s) missed their offered load[/]: not "
+            "counted by racing nor "
+            "ranked (their latency is not at the asked load)"
+        )
+    # a unit by its settings and workload, as the progress lines name it, not by its store key
+    # ("blocklayer/qcow2/off/…::seq-write-1m")
+    named = {u.key: f"{u.cell.label()} × {u.workload.name}" for u in exp.units}
+    for key, why in res.unreached_units:
+        print_line(
+            f"[yellow]load not reached:[/] {escape(f'{named.get(key, key)}: {why}')}", markup=True
+        )
+    for key, why in res.not_converged:
+        print_line(
+            f"[yellow]not converged:[/] {escape(f'{named.get(key, key)}: {why}')}", markup=True
+        )
+    for line in budget_lines(res, p.time_budget, p.repetitions.min):
+        console.print(line, markup=False, highlight=False)
+    for key, why in res.gave_up:
+        print_line(f"[red]gave up:[/] {escape(f'{named.get(key, key)}: {why}')}", markup=True)
 
 
 def budget_lines(res: SweepResult, budget: str, min_runs: int) -> list[str]:
