@@ -48,3 +48,37 @@ def test_labels_without_later_axes_are_named_as_before() -> None:
         cell_names(labels).constant_text()
         == "format=qcow2 preallocation=off aio=threads backing=dir"
     )
+
+
+def test_an_axis_sharing_a_word_with_another_is_named_in_full_for_every_value() -> None:
+    """rbd_cache_policy's writeback is also a cache mode: the axis is named in full for writearound
+    too, so that its cells read alike (issue 70: 'writearound' stood beside
+    'rbd_cache_policy=writeback')."""
+    rbd = "format=raw preallocation=off aio=threads backing=rbd"
+    labels = [
+        f"{rbd} cache=none",
+        f"{rbd} cache=writeback rbd_cache_policy=writearound",
+        f"{rbd} cache=writeback rbd_cache_policy=writeback",
+    ]
+    names = cell_names(labels)
+    assert [names.of(x) for x in labels] == [
+        "cache=none · rbd_cache_policy=writearound",
+        "cache=writeback · rbd_cache_policy=writearound",
+        "cache=writeback · rbd_cache_policy=writeback",
+    ]
+
+
+def test_the_null_ceiling_names_no_other_cell_in_full() -> None:
+    """A null-co ceiling's format=null backing=null share a word, which is never bare: the other
+    cells keep their bare names (the quick sweep's 'blocklayer · raw · cache=none · dir')."""
+    labels = [
+        "tier=blocklayer format=raw preallocation=off cache=none aio=threads backing=dir",
+        "tier=blocklayer format=qcow2 preallocation=off cache=writeback aio=threads backing=dir",
+        "tier=blocklayer format=null preallocation=off cache=none aio=threads backing=null",
+    ]
+    names = cell_names(labels)
+    assert [names.of(x) for x in labels] == [
+        "raw · cache=none · dir",
+        "qcow2 · writeback · dir",
+        "format=null · cache=none · backing=null",
+    ]

@@ -100,8 +100,10 @@ def test_the_ceph_answer_starts_with_the_finding_and_the_client_lines_it_sets(
     assert "rbd cache = true" not in "\n".join(lines)
     # one configuration for the cluster: until-flush off, the workload not separated yet said so
     use = lines[_first_configuration(lines)]
+    # rbd_cache_policy named in full for each of its values: cache shares its word "writeback"
     assert use.startswith(
-        "Use: cache=writeback · writearound · rbd_cache_writethrough_until_flush=off"
+        "Use: cache=writeback · rbd_cache_policy=writearound · "
+        "rbd_cache_writethrough_until_flush=off"
     )
     joined = " ".join(" ".join(lines).split())
     # the flushing workload, not told apart yet, is answered in that one configuration, joined with
@@ -281,7 +283,8 @@ def test_two_backings_answer_each_under_its_own_label_on_one_screen(tmp_path: Pa
     head = headline(rec, "vm")
     assert [p.name for p in head.picks] == [
         "cache=none · iscsi · lun_write_cache=on",
-        "cache=writeback · rbd · writearound · rbd_cache_writethrough_until_flush=off",
+        "cache=writeback · rbd · rbd_cache_policy=writearound · "
+        "rbd_cache_writethrough_until_flush=off",
     ]
     lines = headline_text(head, 100).splitlines()
     assert len(lines) <= 30 and all(len(line) <= 100 for line in lines), "\n".join(lines)

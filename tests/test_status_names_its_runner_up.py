@@ -112,8 +112,8 @@ def test_the_ceph_lines_name_the_policy_they_were_not_told_apart_from(
     copies: dict[str, Path],
 ) -> None:
     """The issue's line, as --detail now writes it: the runner-up by what tells it from the pick
-    (cache=writeback · writearound · rbd_cache_writethrough_until_flush=off against the same with
-    rbd_cache_policy=writeback)."""
+    (cache=writeback · rbd_cache_policy=writearound · rbd_cache_writethrough_until_flush=off against
+    the same with rbd_cache_policy=writeback)."""
     head = headline(_recommendation(copies["ceph-clients"]), "vm")
     flat = " ".join(headline_text(head, 100, fit=False).split())
     assert (

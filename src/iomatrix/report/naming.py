@@ -9,7 +9,7 @@ The full label stays in JSON and CSV; only terminal, Markdown and HTML views use
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from iomatrix.domain import axes as axis_registry
@@ -19,7 +19,7 @@ SEPARATOR = " · "
 # preallocation; "whole-image" an L2 cache, but read alone it could be a preallocation or a discard
 # policy).
 _BARE_VALUES = frozenset(
-    {"none", "off", "on", "full", "metadata", "falloc", "-", "default", "whole-image"}
+    {"none", "off", "on", "full", "metadata", "falloc", "-", "default", "whole-image", "null"}
 )
 
 
@@ -94,7 +94,8 @@ def cell_names(labels: Iterable[str]) -> CellNames:
     if len(unique) < 2 or not varying:
         return CellNames({lab: lab for lab in unique}, varying, ())
     seen_in = _axes_of_values(values, varying)
-    names = {lab: _short(parsed[lab], varying, seen_in) for lab in unique}
+    in_full = _axes_in_full(named, varying, seen_in)
+    names = {lab: _short(parsed[lab], varying, seen_in, in_full) for lab in unique}
     return CellNames(names, varying, constant)
 
 
@@ -134,13 +135,34 @@ def _axes_of_values(
     return out
 
 
-def _short(axes: Mapping[str, str], varying: Sequence[str], seen_in: Mapping[str, set[str]]) -> str:
+def _axes_in_full(
+    named: Mapping[str, set[str]], varying: Sequence[str], seen_in: Mapping[str, set[str]]
+) -> set[str]:
+    """The axes named in full for every value: one of whose words another axis shares, so that its
+    cells read alike ('rbd_cache_policy=writeback', as cache has writeback too, beside
+    'rbd_cache_policy=writearound', not beside a bare 'writearound'; issue 70)."""
+    return {
+        k for k in varying if any(_may_be_bare(v) and len(seen_in.get(v, ())) > 1 for v in named[k])
+    }
+
+
+def _may_be_bare(value: str) -> bool:
+    """Whether `value` could stand without its axis at all: not a word that says nothing alone
+    ("none", "off", "null"), nor a number ("2": clients? queues?)."""
+    return value not in _BARE_VALUES and not value.isdigit()
+
+
+def _short(
+    axes: Mapping[str, str],
+    varying: Sequence[str],
+    seen_in: Mapping[str, set[str]],
+    in_full: Collection[str] = (),
+) -> str:
     parts = []
     for k in varying:
         v = axes.get(k)
         if v is None:
             continue
-        # a number alone says nothing either ("2": clients? queues?)
-        bare = v not in _BARE_VALUES and not v.isdigit() and len(seen_in.get(v, ())) == 1
+        bare = k not in in_full and _may_be_bare(v) and len(seen_in.get(v, ())) == 1
         parts.append(v if bare else f"{k}={v}")
     return SEPARATOR.join(parts) or "(all axes shared)"
