@@ -821,8 +821,10 @@ def test_sigkill_at_any_moment_then_clean_leaves_nothing(workdir: Path, moment: 
     child.kill()
     child.wait(timeout=60)
     ports = [int(e.target) for e in leftovers.pending(workdir) if e.kind == "tgtd"]
-    leftovers.clean(workdir)
-    assert leftovers.pending(workdir) == []
+    # what clean said goes with a failure: once in a loaded suite (00:14, stop 79's pre-check) a
+    # tgtd and its scratch directory stayed recorded after the kill at "serving", and why was lost
+    said = leftovers.clean(workdir)
+    assert leftovers.pending(workdir) == [], said
     for port in ports:
         deadline = time.monotonic() + 60
         while _tgtd_with_control_port(port):
