@@ -19,6 +19,7 @@ import pytest
 
 if TYPE_CHECKING:  # imported by the fixture itself, when a test asks for it
     from iomatrix.guest.debian_image import DebianImage
+    from tests.host_speed import CpuTimes
 
 DATA = Path(__file__).parent / "data"
 
@@ -147,7 +148,7 @@ MADE_STATE = [""]
 
 
 # The controller's (or a serial run's) measure of the machine, for the end of the run's log.
-HOST_SPEED: dict[str, object] = {}
+HOST_SPEED: list[tuple[float, CpuTimes | None]] = []  # (the loop's seconds, the CPUs' times before)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -155,19 +156,18 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         return
     from tests.host_speed import CpuTimes, loop_seconds
 
-    HOST_SPEED.update(loop_s=loop_seconds(), before=CpuTimes.read())
+    HOST_SPEED.append((loop_seconds(), CpuTimes.read()))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """The machine's speed beside the suite's time (tests/host_speed.py): the same tests took 20 and
     34 minutes on two VMs, and a suite time without it cannot be compared."""
-    if "loop_s" not in HOST_SPEED:
+    if not HOST_SPEED:
         return
     from tests.host_speed import CpuTimes, summary
 
-    before = HOST_SPEED["before"]
-    assert before is None or isinstance(before, CpuTimes)
-    terminalreporter.write_line(summary(before, CpuTimes.read(), float(HOST_SPEED["loop_s"])))  # type: ignore[arg-type]
+    loop_s, before = HOST_SPEED[0]
+    terminalreporter.write_line(summary(before, CpuTimes.read(), loop_s))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -39,7 +39,7 @@ def guest_build(
     check_kernel_option(kernel)
     art = ensure_artifacts(kernel=kernel, rebuild=rebuild, log=_log)
     for k, v in art.as_metadata().items():
-        _say(f"{k}: {v}")
+        print_line(f"{k}: {v}")
 
 
 def _build_image(what: str, kernel: object, rebuild: bool) -> None:
@@ -58,13 +58,8 @@ def _build_image(what: str, kernel: object, rebuild: bool) -> None:
         )
     img = ensure_debian_image(rebuild=rebuild, log=_log)
     for k, v in img.as_metadata().items():
-        _say(f"{k}: {v}")
-    _say(f"kernel: {img.kernel}")
-
-
-def _say(line: str) -> None:
-    """A line of `guest build`'s output, whole in a log (ui.print_line)."""
-    print_line(line)
+        print_line(f"{k}: {v}")
+    print_line(f"kernel: {img.kernel}")
 
 
 def _log(message: str) -> None:
@@ -89,7 +84,7 @@ def guest_info(format: FormatOpt = OutputFormat.table) -> None:
         sys.stdout.write(json.dumps(info, indent=2, default=str) + "\n")
         return
     for line in info_lines(info):
-        _say(line)
+        print_line(line)
 
 
 def info_lines(info: dict[str, Any]) -> list[str]:

@@ -459,9 +459,8 @@ def _run_locked(sw: Sweep, store: Store) -> None:
         kernel=args.kernel,
         group=args.group,
         start_at=sw.start_at,
-        # escaped: a line may carry what a guest's console printed ('[    0.000000] Linux …')
-        # a log kept of the run (not a terminal) holds each message as one line: a path or a
-        # guest's console line is never broken at the width (issue 70)
+        # plain text, not markup: a line may carry what a guest's console printed
+        # ('[    0.000000] Linux …'); whole in a log (issue 70)
         log=lambda m: print_line(m, dim=True),
     )
     try:

@@ -95,7 +95,7 @@ def cell_names(labels: Iterable[str]) -> CellNames:
         return CellNames({lab: lab for lab in unique}, varying, ())
     seen_in = _axes_of_values(values, varying)
     in_full = _axes_in_full(named, varying, seen_in)
-    names = {lab: _short(parsed[lab], varying, seen_in, in_full) for lab in unique}
+    names = {lab: _short(parsed[lab], varying, in_full) for lab in unique}
     return CellNames(names, varying, constant)
 
 
@@ -152,17 +152,13 @@ def _may_be_bare(value: str) -> bool:
     return value not in _BARE_VALUES and not value.isdigit()
 
 
-def _short(
-    axes: Mapping[str, str],
-    varying: Sequence[str],
-    seen_in: Mapping[str, set[str]],
-    in_full: Collection[str] = (),
-) -> str:
+def _short(axes: Mapping[str, str], varying: Sequence[str], in_full: Collection[str]) -> str:
+    # (a value another axis shares is never bare: its axis is in `in_full`)
     parts = []
     for k in varying:
         v = axes.get(k)
         if v is None:
             continue
-        bare = k not in in_full and _may_be_bare(v) and len(seen_in.get(v, ())) == 1
+        bare = k not in in_full and _may_be_bare(v)
         parts.append(v if bare else f"{k}={v}")
     return SEPARATOR.join(parts) or "(all axes shared)"
