@@ -329,6 +329,36 @@ def test_plan_explain_cuts_no_cell_name(tmp_path: Path, width: int) -> None:
     assert "virtio-scsi-single" in proc.stdout
 
 
+@pytest.mark.parametrize("width", [80, 100])
+def test_plan_explain_names_pruned_cells_by_their_settings_under_their_reason(
+    tmp_path: Path, width: int
+) -> None:
+    """The full guest matrix prunes 68 cells for 6 reasons: each reason said once with its count,
+    each cell a row of its settings, never its store key (a 60-character word the table cut
+    mid-name: 'guest/qed/metadata/directsync/native/virtio-bl' / 'k/dir/none')."""
+    from iomatrix.plan.load import load_plan
+    from iomatrix.sweep.expansion import plan_expansion
+
+    plan, base = load_plan("full-matrix-fs")
+    pruned = plan_expansion(plan, base, set()).pruned
+    proc = _cli("plan", "full-matrix-fs", "--explain", cwd=tmp_path, env={"COLUMNS": str(width)})
+    assert proc.returncode == 0, proc.stderr
+    assert all(len(line) <= width for line in proc.stdout.splitlines())
+    assert "guest/" not in proc.stdout and "/dir/" not in proc.stdout, proc.stdout
+    text = " ".join(proc.stdout.split())
+    reasons: dict[str, int] = {}
+    for p in pruned:
+        reasons[p.reason] = reasons.get(p.reason, 0) + 1
+    assert len(reasons) == 6
+    for reason, n in reasons.items():
+        assert text.count(f"pruned ({n}): {reason}") == 1, reason
+    section = proc.stdout[proc.stdout.index("pruned (") :]
+    rows = [line for line in section.splitlines() if line.split()[:1] and line.split()[0].isdigit()]
+    assert len(rows) == len(pruned) == 68
+    # what every cell of a reason shares is said once above its rows
+    assert "all tier=guest format=qed preallocation=metadata backing=dir" in text
+
+
 def test_the_default_report_shows_latency_percentiles(tmp_path: Path) -> None:
     import re
 

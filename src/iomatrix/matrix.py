@@ -72,8 +72,14 @@ def complete(values: Mapping[str, str]) -> Cell:
 
 @dataclass(frozen=True)
 class Pruned:
+    """A cell, or one workload of a cell, the rules keep out of the sweep. `what` is its store key
+    (the sweep's record keeps it); `cell` and `workload` name it for a reader (`plan --explain`
+    shows the settings, not the key)."""
+
     what: str  # a cell key, or "cell key × workload"
     reason: str
+    cell: Cell | None = None
+    workload: str | None = None
 
 
 @dataclass(frozen=True)
@@ -282,7 +288,7 @@ def _checked_products(
                     out.seen.add(cell)
                     if reason := reason_of(cell):
                         key = cell.key
-                        out.pruned[key] = Pruned(key, reason)
+                        out.pruned[key] = Pruned(key, reason, cell)
                         pruned_cells.add(cell)
                     else:
                         out.cells.append(cell)
@@ -324,7 +330,7 @@ def _units(
                     w.image_bytes or image_bytes,
                 )
             if reason:
-                unit_pruned.append(Pruned(f"{cell.key} × {w.name}", reason))
+                unit_pruned.append(Pruned(f"{cell.key} × {w.name}", reason, cell, w.name))
             else:
                 units.append(Unit(cell, w))
     return units, unit_pruned
@@ -375,14 +381,14 @@ def _add_current(
     for cell in current_cells(plan):
         if cell in seen:  # a cell of the matrix: run, or pruned for the same reason
             if cell.key in pruned:
-                pruned[cell.key] = Pruned(cell.key, CURRENT_PRUNED + pruned[cell.key].reason)
+                pruned[cell.key] = Pruned(cell.key, CURRENT_PRUNED + pruned[cell.key].reason, cell)
             else:
                 running.append(cell)
             continue
         seen.add(cell)
         reason = reason_of(cell)
         if reason:
-            pruned[cell.key] = Pruned(cell.key, CURRENT_PRUNED + reason)
+            pruned[cell.key] = Pruned(cell.key, CURRENT_PRUNED + reason, cell)
         else:
             cells.append(cell)
             running.append(cell)

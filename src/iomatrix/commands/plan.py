@@ -3,6 +3,7 @@ estimated duration; `--explain` lists every cell."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -15,7 +16,7 @@ from iomatrix.commands.run import plan_with_roles
 from iomatrix.ui import console
 
 if TYPE_CHECKING:
-    from iomatrix.matrix import Expansion
+    from iomatrix.matrix import Expansion, Pruned
     from iomatrix.plan.model import Plan
 
 NAME = "plan"
@@ -270,13 +271,9 @@ def tier_table_lines(p: Plan, exp: Expansion) -> list[str]:
 
 
 def print_explain(exp: Expansion, per_tier: bool = False) -> None:
-    """`--explain`: every cell with its workloads, then every pruned cell with its reason.
+    """`--explain`: every cell with its workloads, then the pruned ones, a table per reason.
     `per_tier` (a plan with tier tables): one table per tier, with the columns of the axes that tier
     sweeps."""
-    from rich.table import Table
-
-    from iomatrix.domain import NA, axes
-
     groups = (
         [
             (f"cells: {t}", [c for c in exp.cells if c["tier"] == t])
@@ -286,54 +283,79 @@ def print_explain(exp: Expansion, per_tier: bool = False) -> None:
         else [("cells", exp.cells)]
     )
     for title, cells in groups:
-        # The first release's axes always (a tier's own table: those that apply to it, not the tier
-        # itself); a later axis where some cell sets it away from its default.
-        shown = [
-            a
-            for a in axes.axes()
-            if not (per_tier and a.name == "tier")
-            and (
-                (a.always_named and not (per_tier and all(c[a.name] == NA for c in cells)))
-                or any(c[a.name] not in (NA, a.default) for c in cells)
-            )
-        ]
-        # An axis every cell of the table sets alike tells no cell apart: said once above the table,
-        # so the columns that do fit the terminal whole. Nothing is cut with '…': a value too long
-        # folds onto the next line, and each workload has a line of its own.
-        _print_cells(title, cells, shown, exp)
-    if exp.pruned:
-        pt = Table(title="pruned", box=None)
-        pt.add_column("pruned", overflow="fold", ratio=1)
-        pt.add_column("reason", overflow="fold", ratio=1)
-        for pr in exp.pruned:
-            pt.add_row(pr.what, pr.reason)
-        console.print(pt)
+        rows = [(c, [u.workload.name for u in exp.units if u.cell == c]) for c in cells]
+        _print_cells(title, rows, _shown_axes(cells, per_tier))
+    # Pruned cells are named by their settings, as the cells above are, not by their store key (a
+    # 60-character word a table could only cut mid-name); one table per reason, the reason said once
+    # above it: the full guest matrix prunes 68 cells for 6 reasons.
+    by_reason: dict[str, list[Pruned]] = {}
+    for pr in exp.pruned:
+        by_reason.setdefault(pr.reason, []).append(pr)
+    for reason, pruned in by_reason.items():
+        console.print(f"[bold]pruned[/] ({len(pruned)}): {escape(reason)}", highlight=False)
+        rows = [(pr.cell, [pr.workload] if pr.workload else []) for pr in pruned if pr.cell]
+        if len(rows) < len(pruned):  # (every Pruned the matrix makes has its cell)
+            for pr in pruned:
+                console.print(f"  {escape(pr.what)}", highlight=False)
+            continue
+        cells = [c for c, _ in rows]
+        _print_cells("", rows, _shown_axes(cells, per_tier=False))
 
 
-def _print_cells(title: str, cells: list[dict[str, str]], shown: list[Any], exp: Expansion) -> None:
-    """One `--explain` table: axes every cell sets alike in its title line, the others as
-    columns."""
+def _shown_axes(cells: Sequence[Mapping[str, str]], per_tier: bool) -> list[Any]:
+    """The first release's axes always (a tier's own table: those that apply to it, not the tier
+    itself); a later axis where some cell sets it away from its default."""
+    from iomatrix.domain import NA, axes
+
+    return [
+        a
+        for a in axes.axes()
+        if not (per_tier and a.name == "tier")
+        and (
+            (a.always_named and not (per_tier and all(c[a.name] == NA for c in cells)))
+            or any(c[a.name] not in (NA, a.default) for c in cells)
+        )
+    ]
+
+
+def _print_cells(
+    title: str, rows: Sequence[tuple[Mapping[str, str], list[str]]], shown: list[Any]
+) -> None:
+    """One `--explain` table of (cell, its workloads) rows. An axis every cell of the table sets
+    alike tells no cell apart: said once in the title line ("all tier=guest format=qed …"), so the
+    columns that do fit the terminal whole. Nothing is cut with '…': a value too long folds onto
+    the next line, and each workload has a line of its own (no workloads column where no row has
+    one: a pruned cell's)."""
     from rich.table import Table
 
+    cells = [c for c, _ in rows]
     same = [a for a in shown if len(cells) > 1 and len({c[a.name] for c in cells}) == 1]
     varying = [a for a in shown if a not in same]
-    console.print(
-        f"[bold]{escape(title)}[/]"
-        + (
-            escape(": all " + " ".join(f"{a.name}={cells[0][a.name]}" for a in same))
-            if same
-            else ""
-        ),
-        highlight=False,
-    )
+    if line := _title_line(title, cells[0], same):
+        console.print(line, highlight=False)
+    with_workloads = any(wls for _, wls in rows)
     t = Table(box=None)
     for heading in ("#", *(a.heading for a in varying)):
         t.add_column(heading, overflow="fold")
-    t.add_column("workloads", overflow="fold", ratio=1)
-    for i, c in enumerate(cells, 1):
-        wls = [u.workload.name for u in exp.units if u.cell == c]
-        t.add_row(str(i), *(c[a.name] for a in varying), "\n".join(wls))
+    if with_workloads:
+        t.add_column("workloads", overflow="fold", ratio=1)
+    for i, (c, wls) in enumerate(rows, 1):
+        wl_cell = ["\n".join(wls)] if with_workloads else []
+        t.add_row(str(i), *(c[a.name] for a in varying), *wl_cell)
     console.print(t)
+
+
+def _title_line(title: str, first: Mapping[str, str], same: list[Any]) -> str:
+    """A table's title and what all its cells share (markup, the values escaped): "cells: all
+    tier=guest modifier=none", or "  all …" under a pruned reason; an axis that applies to none of
+    them ("-") is not worth a word."""
+    from iomatrix.domain import NA
+
+    alike = " ".join(f"{a.name}={first[a.name]}" for a in same if first[a.name] != NA)
+    head = f"[bold]{escape(title)}[/]" if title else ""
+    if not alike:
+        return head
+    return head + (": " if title else "  ") + escape(f"all {alike}")
 
 
 def register(app: typer.Typer) -> None:
