@@ -122,6 +122,20 @@ def test_stops_disturbed_runs_ceiling_and_ratios() -> None:
         a.label(): stop
     }
     assert cell_stops([a, b], None) == {}
+    # an elimination names the cell it lost to by its label, not by the unit key the scheduler
+    # stored (a stop written before schema 8 has no `against`: its reason names the cell all the
+    # same); `against` keeps the key
+    for against in ({"against": "k2"}, {}):
+        out = {
+            "kind": StopKind.ELIMINATED,
+            "reason": "significantly worse than k2::rand-read-4k by 45% (Holm p=0.01)",
+            "round": 3,
+            "ok_runs": 3,
+            **against,
+        }
+        shown = cell_stops([a, b], {(1, "rand-read-4k"): out})[a.label()]
+        assert shown["reason"] == f"significantly worse than {b.label()} by 45% (Holm p=0.01)"
+        assert shown.get("against") == against.get("against") and "k2" in out["reason"]
     hit = RunInterference(True, ("cpu pressure",), None)
     flags = {100: hit, 101: RunInterference(False, (), None), 200: hit}
     assert disturbed_runs([a, b], flags) == {a.label(): [(100, hit)], b.label(): [(200, hit)]}

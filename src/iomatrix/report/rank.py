@@ -332,12 +332,23 @@ def tier_cells(
 def cell_stops(
     cells: Sequence[CellWorkload], stops: Mapping[tuple[int, str], dict[str, Any]] | None
 ) -> dict[str, dict[str, Any]]:
-    """label → why the scheduler stopped repeating the cell, for the cells that have a stop."""
-    return {
-        c.label(): (stops or {})[(c.cell_id, c.workload)]
-        for c in cells
-        if (c.cell_id, c.workload) in (stops or {})
-    }
+    """label → why the scheduler stopped repeating the cell, for the cells that have a stop. An
+    elimination's reason names the cell it was eliminated against by its label, as every other line
+    of the ranking does: the scheduler stored its unit key ("significantly worse than
+    blocklayer/raw/off/writeback/threads/-/dir/none::rand-read-4k by 88%", a word a line could only
+    cut), which stays in `against` and in the JSON of `results`."""
+    label = {c.cell_key: c.label() for c in cells}
+    out = {}
+    for c in cells:
+        if (stop := (stops or {}).get((c.cell_id, c.workload))) is None:
+            continue
+        # (by any ranked cell's key the reason holds: a stop stored before schema 8 has no
+        # `against`, and its reason names the cell all the same)
+        reason = stop["reason"]
+        for key in sorted((k for k in label if k in reason), key=len, reverse=True):
+            reason = reason.replace(f"{key}::{c.workload}", label[key]).replace(key, label[key])
+        out[c.label()] = {**stop, "reason": reason} if reason != stop["reason"] else stop
+    return out
 
 
 def eliminations(
