@@ -1,6 +1,7 @@
 """The progress display of `iomatrix run`: in a terminal one live line (units done / total, runs,
 elapsed and ETA, the cell running, disturbed runs counted); outside a terminal one line of at most
-the report width (100 unless COLUMNS says otherwise) per run. A disturbed run's full reasons are in
+the report width (100 unless COLUMNS says otherwise) per run, and every 5 minutes where the sweep
+stands (runs done of about how many, the rest at its pace). A disturbed run's full reasons are in
 the database ('iomatrix results' shows them) and, with `--verbose`, on the run's line.
 
 Apart from `ui.py` because it builds on the runner: only the `run` command imports it, when it runs,
@@ -9,7 +10,8 @@ so the CLI's start-up (`iomatrix --help`) does not import the runner."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from rich.progress import (
     BarColumn,
@@ -27,6 +29,10 @@ from iomatrix.tiers.base import RunOutcome
 from iomatrix.ui import console, print_line, report_width
 
 DISTURBED = " — disturbed: "
+# Outside a terminal (a log, a CI job, `nohup`), where there is no live line with its ETA, a line of
+# where the sweep stands at most this often: a full guest matrix runs for hours, and its log said
+# only each run.
+PROGRESS_EVERY_S = 300.0
 
 
 def run_line(
@@ -73,12 +79,34 @@ def _fitted_name(parts: list[str], room: int) -> str:
     return parts[0] if len(name) > room else name
 
 
+def progress_note(done: int, total: int, resumed: int, elapsed_s: float) -> str:
+    """Where a sweep stands, for a log: runs done of the runner's estimate of its total, the time
+    since it started, and what the rest takes at this sweep's own pace so far (its runs, not the
+    ones a resumed sweep kept). The total is an estimate (racing adds runs to close cells and skips
+    settled ones), so both figures say "about".
+
+    e.g. progress_note(112, 560, 0, 2040.0) == 'progress: 112 of about 560 runs done, 34 min in;
+    about 2.3 h more at this pace'"""
+    from iomatrix.estimate import duration_text
+
+    own = done - resumed
+    line = f"progress: {done} of about {max(total, done)} runs done, {duration_text(elapsed_s)} in"
+    if own > 0 and total > done:
+        line += f"; about {duration_text(elapsed_s / own * (total - done))} more at this pace"
+    return line
+
+
 class RichProgress(runner.Progress):
     """One live line in a terminal; one short line per finished run elsewhere (every line with
     `verbose`)."""
 
-    def __init__(self, verbose: bool = False) -> None:
+    def __init__(self, verbose: bool = False, clock: Callable[[], float] = time.monotonic) -> None:
         self.live = sys.stdout.isatty()
+        # a log's progress lines (PROGRESS_EVERY_S): runs done, the runner's total, runs kept from
+        # an interrupted sweep, the start and the last line's time
+        self.clock = clock
+        self.done = self.total = self.resumed = 0
+        self.started = self.noted = clock()
         self.names: CellNames | None = None
         self.verbose = verbose
         self.disturbed = 0
@@ -102,12 +130,15 @@ class RichProgress(runner.Progress):
         self.names = cell_names(labels)
 
     def start(self, total_estimate: int, resumed_runs: int) -> None:
+        self.done, self.total, self.resumed = resumed_runs, total_estimate, resumed_runs
+        self.started = self.noted = self.clock()
         self.bar.start()
         self.task = self.bar.add_task("starting", total=total_estimate, completed=resumed_runs)
         if resumed_runs:
             console.print(f"resuming: {resumed_runs} completed runs kept, skipping them")
 
     def grow(self, total_estimate: int) -> None:
+        self.total = total_estimate
         if self.task is not None:
             self.bar.update(self.task, total=total_estimate)
 
@@ -137,6 +168,12 @@ class RichProgress(runner.Progress):
             )
             console.print(line, markup=False, highlight=False, soft_wrap=self.verbose)
         self._describe()
+        self.done += 1
+        if not self.live and (now := self.clock()) - self.noted >= PROGRESS_EVERY_S:
+            self.noted = now
+            print_line(
+                progress_note(self.done, self.total, self.resumed, now - self.started), dim=True
+            )
         if self.task is not None:
             self.bar.advance(self.task)
 
