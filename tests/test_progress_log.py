@@ -48,3 +48,23 @@ def test_a_log_gets_a_progress_line_at_most_every_five_minutes(
         "progress: 10 of about 20 runs done, 10 min in; about 10 min more at this pace",
     ]
     assert PROGRESS_EVERY_S == 300.0
+
+
+def test_a_logs_tcg_warning_is_one_line_and_a_reports_fits_its_width(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run`'s end in a log: 'warning: TCG (software emulation): … the' / 'storage stack.' was
+    split at 100 columns; a report's warning still fits the report's width."""
+    from iomatrix.commands.common import warn_tcg
+    from iomatrix.guest.accel import TCG_WARNING
+    from iomatrix.ui import err_console
+
+    monkeypatch.setattr(err_console, "width", 100)  # (the width a pipe gets; COLUMNS may differ)
+    assert len(TCG_WARNING) > err_console.width  # (else there is nothing to wrap)
+    warn_tcg(["none (bare metal)", "tcg"], whole=True)
+    assert capsys.readouterr().err == f"warning: {TCG_WARNING}\n"
+    warn_tcg(["tcg"])
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) > 1 and all(len(line) <= err_console.width for line in lines)
+    warn_tcg(["kvm"], whole=True)
+    assert capsys.readouterr().err == ""

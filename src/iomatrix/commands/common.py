@@ -139,12 +139,16 @@ def parse_objective(text: str | None) -> Objective | None:
     return parse(text)
 
 
-def warn_tcg(accels: list[str]) -> None:
-    """Once, if anything shown ran under TCG: its numbers are not a KVM host's."""
+def warn_tcg(accels: list[str], *, whole: bool = False) -> None:
+    """Once, if anything shown ran under TCG: its numbers are not a KVM host's. `whole`: a long
+    job's line (`run`'s end), one line where stderr is not a terminal (a log keeps it whole, as
+    ui.print_line does); a report's warning fits the report's width like the rest of it."""
     if any("tcg" in a for a in accels):
         from iomatrix.guest.accel import TCG_WARNING
 
-        err_console.print(f"[yellow]warning:[/] {TCG_WARNING}")
+        err_console.print(
+            f"[yellow]warning:[/] {TCG_WARNING}", soft_wrap=whole and not err_console.is_terminal
+        )
 
 
 def few_runs_hint(answer: str, db: Path, most_runs: int) -> str | None:

@@ -493,7 +493,7 @@ def _run_locked(sw: Sweep, store: Store) -> None:
     _say_what_did_not_settle(res, exp, p)
     if res.interrupted or not res.runs_done:
         # said once: the answer printed below carries it among its warnings
-        warn_tcg(accels)
+        warn_tcg(accels, whole=True)
     if res.interrupted:
         print_line(
             f"[yellow]interrupted[/]: completed runs are saved in {escape(str(db))}; run the "
