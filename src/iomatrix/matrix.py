@@ -78,7 +78,7 @@ class Pruned:
 
     what: str  # a cell key, or "cell key × workload"
     reason: str
-    cell: Cell | None = None
+    cell: Cell
     workload: str | None = None
 
 

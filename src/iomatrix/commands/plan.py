@@ -293,13 +293,8 @@ def print_explain(exp: Expansion, per_tier: bool = False) -> None:
         by_reason.setdefault(pr.reason, []).append(pr)
     for reason, pruned in by_reason.items():
         console.print(f"[bold]pruned[/] ({len(pruned)}): {escape(reason)}", highlight=False)
-        rows = [(pr.cell, [pr.workload] if pr.workload else []) for pr in pruned if pr.cell]
-        if len(rows) < len(pruned):  # (every Pruned the matrix makes has its cell)
-            for pr in pruned:
-                console.print(f"  {escape(pr.what)}", highlight=False)
-            continue
-        cells = [c for c, _ in rows]
-        _print_cells("", rows, _shown_axes(cells, per_tier=False))
+        rows = [(pr.cell, [pr.workload] if pr.workload else []) for pr in pruned]
+        _print_cells("", rows, _shown_axes([pr.cell for pr in pruned], per_tier=False))
 
 
 def _shown_axes(cells: Sequence[Mapping[str, str]], per_tier: bool) -> list[Any]:
