@@ -326,7 +326,8 @@ def _print_cells(
     cells = [c for c, _ in rows]
     same = [a for a in shown if len(cells) > 1 and len({c[a.name] for c in cells}) == 1]
     varying = [a for a in shown if a not in same]
-    if line := _title_line(title, cells[0], same):
+    # (a plan every cell of which is pruned has an empty table of cells: its title and headings)
+    if line := _title_line(title, cells[0] if cells else {}, same):
         console.print(line, highlight=False)
     with_workloads = any(wls for _, wls in rows)
     t = Table(box=None)
