@@ -102,11 +102,13 @@ class RichProgress(runner.Progress):
 
     def __init__(self, verbose: bool = False, clock: Callable[[], float] = time.monotonic) -> None:
         self.live = sys.stdout.isatty()
-        # a log's progress lines (PROGRESS_EVERY_S): runs done, the runner's total, runs kept from
-        # an interrupted sweep, the start and the last line's time
+        # a log's progress lines (PROGRESS_EVERY_S) read the bar's task (runs done, the runner's
+        # total, the time since the start, on `clock`), which counts whether or not it is drawn;
+        # kept here: the runs an interrupted sweep kept (not this sweep's pace) and the last line's
+        # time
         self.clock = clock
-        self.done = self.total = self.resumed = 0
-        self.started = self.noted = clock()
+        self.resumed = 0
+        self.noted = 0.0
         self.names: CellNames | None = None
         self.verbose = verbose
         self.disturbed = 0
@@ -123,6 +125,7 @@ class RichProgress(runner.Progress):
             console=console,
             transient=False,
             disable=not self.live,
+            get_time=clock,
         )
         self.task = None
 
@@ -130,15 +133,13 @@ class RichProgress(runner.Progress):
         self.names = cell_names(labels)
 
     def start(self, total_estimate: int, resumed_runs: int) -> None:
-        self.done, self.total, self.resumed = resumed_runs, total_estimate, resumed_runs
-        self.started = self.noted = self.clock()
+        self.resumed, self.noted = resumed_runs, self.clock()
         self.bar.start()
         self.task = self.bar.add_task("starting", total=total_estimate, completed=resumed_runs)
         if resumed_runs:
             console.print(f"resuming: {resumed_runs} completed runs kept, skipping them")
 
     def grow(self, total_estimate: int) -> None:
-        self.total = total_estimate
         if self.task is not None:
             self.bar.update(self.task, total=total_estimate)
 
@@ -168,14 +169,14 @@ class RichProgress(runner.Progress):
             )
             console.print(line, markup=False, highlight=False, soft_wrap=self.verbose)
         self._describe()
-        self.done += 1
+        if self.task is None:
+            return
+        self.bar.advance(self.task)
         if not self.live and (now := self.clock()) - self.noted >= PROGRESS_EVERY_S:
             self.noted = now
-            print_line(
-                progress_note(self.done, self.total, self.resumed, now - self.started), dim=True
-            )
-        if self.task is not None:
-            self.bar.advance(self.task)
+            (task,) = self.bar.tasks  # (the one task `start` added)
+            done, total = int(task.completed), int(task.total or 0)
+            print_line(progress_note(done, total, self.resumed, task.elapsed or 0.0), dim=True)
 
     def message(self, text: str) -> None:
         # whole in a log: "guest booting: … console: …" was broken at 100 columns there (issue 70)
