@@ -5,12 +5,12 @@
     python bench/budgets.py [PLAN ...]        # default: quick-micro
 
 Per plan: `iomatrix run PLAN --db DB` (a fresh database in a temporary directory, left with the
-run's log for reading) with this checkout's sources, timed from the command's start to its exit (the
-answer printed, lab servers stopped); the host's load average before, every 10 s during and after;
-the set-up the sweep reported; its "time:" and "budget reached" lines. Printed per plan: wall,
-budget, wall ÷ budget (target ≤ 1.10), estimate, wall ÷ estimate (target 0.75–1.25), load. Exit
-status 0 when every plan met both targets, else 1. Run as root (the block layer and lab servers
-need it), on a quiet host for figures worth recording."""
+run's log, written as it goes: `tail -f` it) with this checkout's sources, timed from the command's
+start to its exit (the answer printed, lab servers stopped); the host's load average before, every
+10 s during and after; the set-up the sweep reported; its "time:" and "budget reached" lines.
+Printed per plan: wall, budget, wall ÷ budget (target ≤ 1.10), estimate, wall ÷ estimate (target
+0.75–1.25), load. Exit status 0 when every plan met both targets, else 1. Run as root (the block
+layer and lab servers need it), on a quiet host for figures worth recording."""
 
 from __future__ import annotations
 
@@ -53,21 +53,24 @@ def run_plan(
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    t0 = time.monotonic()
-    proc = subprocess.run(
-        [*IOMATRIX, "run", name, "--db", str(tmp / f"{name}.sqlite")],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    wall = time.monotonic() - t0
+    log = tmp / f"{name}.log"
+    # the log is written as the sweep goes (its progress lines every 5 minutes), so an hours-long
+    # sweep can be followed with `tail -f`, and what it said survives an interrupted bench
+    with log.open("w") as out:
+        t0 = time.monotonic()
+        proc = subprocess.run(
+            [*IOMATRIX, "run", name, "--db", str(tmp / f"{name}.sqlite")],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        wall = time.monotonic() - t0
     done.set()
     sampler.join()
     loads.append(os.getloadavg()[0])
-    (tmp / f"{name}.log").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
-        print(f"{name}: exit status {proc.returncode}; log in {tmp / f'{name}.log'}")
-    return wall, loads, proc.stdout.splitlines(), proc.returncode
+        print(f"{name}: exit status {proc.returncode}; log in {log}")
+    return wall, loads, log.read_text().splitlines(), proc.returncode
 
 
 def main() -> int:
