@@ -1,6 +1,6 @@
 """Budgets and estimates that hold (issue 70; not a test): built-in plans run end to end through
 `iomatrix run`, each sweep's wall clock against its time budget and against the one estimate
-(`iomatrix plans`, estimate.py).
+(`iomatrix plans`, estimate.py; at this host's recorded guest pace, as `plans` gives it).
 
     python bench/budgets.py [PLAN ...]        # default: quick-micro
 
@@ -33,11 +33,14 @@ ESTIMATE_TOLERANCE = 0.25  # issue 70: estimate and wall time within ±25 %
 def estimate_of(name: str) -> tuple[float, float]:
     """(the plan's time budget, its estimate), seconds, as `iomatrix plans` shows it."""
     from iomatrix.estimate import estimate_sweep
+    from iomatrix.guest.pace import recorded_pace
     from iomatrix.plan.load import load_plan
     from iomatrix.sweep.expansion import plan_expansion
 
     plan, base = load_plan(name)
-    return plan.time_budget_s, estimate_sweep(plan, plan_expansion(plan, base, set())).wall_s
+    # at this host's pace for the built-in guest where a quiet sweep recorded it, as `plans` says
+    estimate = estimate_sweep(plan, plan_expansion(plan, base, set()), recorded_pace())
+    return plan.time_budget_s, estimate.wall_s
 
 
 def run_plan(

@@ -279,7 +279,8 @@ def test_plans_lists_estimated_durations(tmp_path: Path) -> None:
     from iomatrix.plan.load import builtin_names, load_plan
     from iomatrix.sweep.expansion import plan_expansion
 
-    proc = _cli("plans", cwd=tmp_path, env={"COLUMNS": "200"})
+    # an empty cache: no guest pace recorded on this host (guest/pace.py), the reference figures
+    proc = _cli("plans", cwd=tmp_path, env={"COLUMNS": "200", "IOMATRIX_CACHE": str(tmp_path)})
     assert proc.returncode == 0, proc.stderr
     assert "estimated" in proc.stdout.splitlines()[0]
     rows = {line.split()[0]: line for line in proc.stdout.splitlines()[1:] if line.split()}

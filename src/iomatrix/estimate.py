@@ -14,6 +14,9 @@ The estimate is one figure, the sweep's wall clock set-up included:
 * share (``ADAPTIVE_SHARE``): the part of the runs between the minimum and the most that an adaptive
   sweep (racing, ci-width) makes before its data settle; a fixed design (``min = max`` with no
   precision runs) makes none of them;
+* the built-in guest's TCG work (its boots, its filesystem jobs) is estimated at the reference
+  host's pace, or at this host's when a quiet sweep recorded it (guest/pace.py: a VM that booted
+  the guest to its workload in 3.6 s, not 1.36, did full-matrix-fs's runs in 2.6× the time);
 * the time budget caps it: the scheduler starts no run that the budget cannot hold
   (scheduler.py), set-up included, so a sweep whose runs would take longer ends at its budget, and
   the estimate says so (``budget_bound``). Its minimum runs beyond the budget are then cut too:
@@ -30,8 +33,10 @@ from typing import TYPE_CHECKING
 
 from iomatrix.matrix import estimate_seconds
 from iomatrix.protocol_registry import network_protocol
+from iomatrix.tiers import declaration
 
 if TYPE_CHECKING:
+    from iomatrix.guest.pace import GuestPace
     from iomatrix.matrix import Expansion
     from iomatrix.plan.model import Plan
 
@@ -57,6 +62,9 @@ class SweepEstimate:
     most_s: float  # every unit to max (and a tier's precision_max), not capped by the budget
     budget_s: float  # the plan's time budget: a wall-clock limit, set-up included
     wall_s: float  # the estimate: set-up and the expected runs, at most the budget
+    # this host's pace for the built-in guest's TCG work, where the plan runs it and a quiet sweep
+    # recorded it; None: the reference host's
+    pace: GuestPace | None = None
 
     @property
     def budget_bound(self) -> bool:
@@ -75,7 +83,12 @@ class SweepEstimate:
 
     def sentence(self, budget: str) -> str:
         """What `iomatrix plan` says of it, e.g. 'estimated duration: 12 min, set-up 21 s included
-        (the minimum runs alone 4.9 min; time budget 18m, a wall-clock limit)'."""
+        (the minimum runs alone 4.9 min; time budget 18m, a wall-clock limit)', and the pace it
+        assumed where it is this host's."""
+        said = self._sentence(budget)
+        return said if self.pace is None else f"{said}; {self.pace.sentence()}"
+
+    def _sentence(self, budget: str) -> str:
         setup = f"set-up {self.setup_s:.0f} s included"
         minimum = f"the minimum runs alone {duration_text(self.minimum_s)}"
         if self.minimum_cut:
@@ -117,13 +130,27 @@ def adaptive(plan: Plan) -> bool:
     return reps.max > reps.min or any(n > reps.min for n in reps.precision_max.values())
 
 
-def estimate_sweep(plan: Plan, expansion: Expansion) -> SweepEstimate:
-    """The one estimate of a sweep of `plan` (the module's docstring has the formula)."""
-    minimum, most = estimate_seconds(plan, expansion, capped=False)
+def estimate_sweep(
+    plan: Plan, expansion: Expansion, pace: GuestPace | None = None
+) -> SweepEstimate:
+    """The one estimate of a sweep of `plan` (the module's docstring has the formula); `pace`: this
+    host's for the built-in guest (guest.pace.recorded_pace()), None for the reference host's (the
+    README's figures, checked against the recorded sweeps)."""
+    if pace is not None and not paced(plan, expansion):
+        pace = None
+    minimum, most = estimate_seconds(
+        plan, expansion, capped=False, guest_pace=1.0 if pace is None else pace.factor
+    )
     setup = setup_s(plan, expansion)
     runs = minimum + (ADAPTIVE_SHARE * (most - minimum) if adaptive(plan) else 0.0)
     budget = plan.time_budget_s
-    return SweepEstimate(setup, minimum, most, budget, min(budget, setup + runs))
+    return SweepEstimate(setup, minimum, most, budget, min(budget, setup + runs), pace)
+
+
+def paced(plan: Plan, expansion: Expansion) -> bool:
+    """Whether some cell of the sweep is the built-in guest's TCG work (a host's pace changes its
+    estimate)."""
+    return any(declaration(t).paced_by_guest(plan) for t in {c.tier for c in expansion.cells})
 
 
 def duration_text(seconds: float) -> str:

@@ -437,14 +437,35 @@ def contention_extra_s(cell: Cell) -> float:
     return CONTENTION_CLIENT_S * int(clients) if clients not in (NA, "1") else 0.0
 
 
+def run_parts_s(
+    plan: Plan, cell: Cell, workload: Workload, batching: bool = True
+) -> tuple[float, float]:
+    """One run's estimated seconds in two parts: (its time-based part: runtime, ramp, prefill;
+    the tier's own work: a filesystem job, its start-up, or its share of a batch's beyond the
+    shared start-up). Under TCG a slower host stretches the second part only (guest/pace.py)."""
+    tier = declaration(cell.tier)
+    timed = plan.runtime + plan.ramp + prefill_estimate_s(workload) + contention_extra_s(cell)
+    work = 0.0
+    if workload.guest_only:  # a filesystem job: the guest's work, whatever its runtime
+        timed, work = 0.0, fs_job_estimate_s(workload.kind, plan.size_bytes)
+    own_start_s, _, in_batch_s = tier.start_up_s(plan)
+    # a round's runs of one cell share start-ups (guest boots)
+    return timed, work + (in_batch_s if batching and tier.batches_runs else own_start_s)
+
+
 def estimate_seconds(
-    plan: Plan, expansion: Expansion, batching: bool = True, capped: bool = True
+    plan: Plan,
+    expansion: Expansion,
+    batching: bool = True,
+    capped: bool = True,
+    guest_pace: float = 1.0,
 ) -> tuple[float, float]:
     """The runs' seconds (with min repetitions, with max repetitions and a tier's precision_max,
     capped by the time budget unless `capped` is False). A tier that batches runs pays its start-up
     once per batch (one per cell and round, split at the tier's limit); `batching=False` estimates
-    one start-up per run instead, for comparison. The one estimate users see is
-    estimate.estimate_sweep's, which builds on this."""
+    one start-up per run instead, for comparison. `guest_pace` scales the built-in guest's TCG work
+    (its start-ups and filesystem jobs; guest/pace.py), 1.0 the reference host's. The one estimate
+    users see is estimate.estimate_sweep's, which builds on this."""
     per_rep = 0.0
     # A tier with a precision_max may run its units up to that many times (after the race, within
     # the budget).
@@ -457,18 +478,10 @@ def estimate_seconds(
         if own is not None:
             per_rep += own
             continue
-        runtime = (
-            plan.runtime + plan.ramp + prefill_estimate_s(u.workload) + contention_extra_s(u.cell)
-        )
-        if u.workload.guest_only:
-            runtime = fs_job_estimate_s(u.workload.kind, plan.size_bytes)
-        own_start_s, _, in_batch_s = tier.start_up_s(plan)
-        # a round's runs of one cell share start-ups (guest boots)
+        timed, work = run_parts_s(plan, u.cell, u.workload, batching)
+        run_s = timed + guest_pace * work if tier.paced_by_guest(plan) else timed + work
         if batching and tier.batches_runs:
-            run_s = runtime + in_batch_s
             per_cell[u.cell] = per_cell.get(u.cell, 0) + 1
-        else:
-            run_s = runtime + own_start_s
         per_rep += run_s
         # (a batching tier's extra boots are not counted)
         if u.cell.tier in plan.repetitions.precision_max:
@@ -479,7 +492,8 @@ def estimate_seconds(
         # limit.
         per_boot = n * plan.start_rounds_per_boot
         boots = -(-per_boot // max(1, tier.max_batch(cell)))
-        per_rep += boots * tier.start_up_s(plan)[1] / plan.start_rounds_per_boot
+        pace = guest_pace if tier.paced_by_guest(plan) else 1.0
+        per_rep += boots * pace * tier.start_up_s(plan)[1] / plan.start_rounds_per_boot
     reps = plan.repetitions
     low = per_rep * reps.min
     extra = sum(t * (reps.precision_max[tier] - reps.max) for tier, t in precise_rep.items())

@@ -69,7 +69,9 @@ def plan_cmd(
     check_guest_image(p)
     allowed = resolve_allowed(allow_destroy)
     exp = plan_expansion(p, base, allowed)
-    estimate = estimate_sweep(p, exp)
+    from iomatrix.guest.pace import recorded_pace
+
+    estimate = estimate_sweep(p, exp, recorded_pace())
     # The description is the plan author's text, not markup: a '[bold]' or '[/]' in it is shown as
     # written.
     console.print(f"[bold]{escape(p.name)}[/]: {escape(p.description)}")

@@ -480,11 +480,14 @@ def _run_locked(sw: Sweep, store: Store) -> None:
     for line in current_lines(p, exp, console.width):
         console.print(line, markup=False, highlight=False)
     from iomatrix.estimate import estimate_sweep
+    from iomatrix.guest.pace import recorded_pace
 
     # said before the sweep, not only at its end: the budget will cut minimum runs
-    if (estimate := estimate_sweep(p, exp)).minimum_cut:
+    if (estimate := estimate_sweep(p, exp, recorded_pace())).minimum_cut:
         print_line(f"[yellow]note:[/] {escape(estimate.sentence(p.time_budget))}", markup=True)
     res = runner.run()
+    # an interrupted sweep's quiet boots say the host's pace as well as a whole one's
+    _record_guest_pace(store, res.sweep_id, p, exp)
     accels = sorted(set(res.accel.values()))
     print_line(
         f"sweep {res.sweep_id}: {res.runs_done} runs ok, {res.runs_failed} failed; accelerator: "
@@ -525,6 +528,30 @@ def _run_locked(sw: Sweep, store: Store) -> None:
             f"{len(res.gave_up)} of {len(exp.units)} cell×workload units gave up "
             "after repeated failures; their figures are missing"
         )
+
+
+def _record_guest_pace(store: Store, sweep_id: int, plan: Plan, exp: Expansion) -> None:
+    """Keep this host's pace for the built-in guest's TCG work (guest/pace.py) for the next
+    estimates: what the sweep's quiet runs of it took beyond their time-based part, against the
+    reference costs of the same (matrix.run_parts_s; a boot's first run carries the boot)."""
+    from iomatrix.guest.pace import pace_of_runs, record_pace
+    from iomatrix.matrix import run_parts_s
+    from iomatrix.tiers import declaration
+
+    units = {(u.cell.key, u.workload.name): u for u in exp.units}
+    runs = []
+    for r in store.runs(sweep_id):
+        u = units.get((r.cell_key, r.workload))
+        if u is None or r.status != "ok" or r.accel != "tcg" or r.disturbed is not False:
+            continue
+        tier = declaration(u.cell.tier)
+        if not tier.paced_by_guest(plan) or "wall_s" not in r.phases:
+            continue
+        timed, work = run_parts_s(plan, u.cell, u.workload)
+        boot = tier.start_up_s(plan)[1] if tier.batches_runs and r.boot_position == 0 else 0.0
+        runs.append((r.phases["wall_s"] - timed, work + boot))
+    if (pace := pace_of_runs(runs)) is not None:
+        record_pace(pace)
 
 
 def _say_what_did_not_settle(res: SweepResult, exp: Expansion, p: Plan) -> None:

@@ -196,6 +196,12 @@ class TierDeclaration:
         return None
 
     @classmethod
+    def paced_by_guest(cls, plan: PlanView) -> bool:
+        """Whether the tier's estimated costs are the built-in guest's TCG work, which a slower
+        host does at its own pace (guest/pace.py): its start-ups and its filesystem jobs."""
+        return False
+
+    @classmethod
     def start_up_s(cls, plan: PlanView) -> tuple[float, float, float]:
         """For estimates: (seconds of a run's own start-up, of a batch's shared start-up, per run
         inside a batch beyond its runtime); by default `overhead_s`, `batch_overhead_s` and

@@ -91,6 +91,11 @@ class Guest(TierDeclaration):
             )
 
     @classmethod
+    def paced_by_guest(cls, plan: PlanView) -> bool:
+        # a real image's costs (REAL_IMAGE_BOOT_S, ...) were measured whole, on the slower VM
+        return plan.setting("guest_image") is None
+
+    @classmethod
     def start_up_s(cls, plan: PlanView) -> tuple[float, float, float]:
         # A real image's boot, not the built-in guest's, sets the cost: once per boot, which the
         # runs of one cell share (`repetitions_per_boot` rounds of them, up to the bus's disks).
