@@ -177,12 +177,16 @@ def test_a_real_ceph_sweep_tells_the_trap_in_every_output(tmp_path: Path) -> Non
     assert run_cli("report", "--db", str(db), "--html", str(html)).returncode == 0
     page = html.read_text()
     assert 'class="finding">finding: librbd stays writethrough' in page
-    # "Every run" names the later axes a cell sets, as its key does (issue 36: not only the first
-    # eight columns)
+    # "Every run" names the later axes a cell sets (issue 36: not only the first eight columns),
+    # by setting, not in the store key's slash form ("raw/off/writeback/threads/-/rbd+…"), and
+    # what every run shares once
     every_run = page.split('id="runs"', 1)[1]
     assert (
-        ">raw/off/writeback/threads/-/rbd+rbd_cache_writethrough_until_flush=off</td>" in every_run
+        ">cache=writeback · rbd_cache_policy=writeback · rbd_cache_writethrough_until_flush=off"
+        "</td>" in every_run
     )
+    assert "every run, where the setting applies: format=raw preallocation=off" in every_run
+    assert "/threads/" not in every_run
 
 
 def test_librbd_cache_risks_name_librbd_not_the_host_page_cache(tmp_path: Path) -> None:

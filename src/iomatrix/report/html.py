@@ -32,6 +32,7 @@ from iomatrix.report.fleet_render import fleet_html
 from iomatrix.report.headline import DEFAULT_TARGET, headline
 from iomatrix.report.history_chart import history_sections
 from iomatrix.report.html_tables import labelled_tables
+from iomatrix.report.naming import cell_names
 from iomatrix.report.objective import Objective, objective_line, objective_metric
 from iomatrix.report.per_backing import configurations_in
 from iomatrix.report.query import (
@@ -480,7 +481,12 @@ def render_report(
         **rank_kw,
     )
     runs = run_table(store, sweep_id)
+    # each run's cell by what sets it apart ('raw · writeback', naming.py), not by the store key's
+    # slash form; what every run shares (where it applies) said once above the table
+    names = cell_names(r["label"] for r in runs)
+    runs_shared = names.constant_text()
     for r in runs:
+        r["cell"] = names.of(r["label"])
         m = primary_metric(r["workload"])[0]
         r["primary"] = f"{m} = {fmt(r['metrics'].get(m))}" if m in r["metrics"] else "–"
     verdicts: list[Verdict] = rec.verdicts
@@ -525,6 +531,7 @@ def render_report(
             blocksizes=blocksize_sections(cws),
             host=host_section(store, rec, cws, top),
             runs=runs,
+            runs_shared=runs_shared,
             curves=curve_sections(cws),
             contention=contention_sections(store, sweep_id),
             costs=cost_sections(store, sweep_id, cws, **rank_kw),

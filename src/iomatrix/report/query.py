@@ -251,24 +251,22 @@ def unit_stops(store: Store, sweep_id: int) -> dict[tuple[int, str], dict[str, A
 
 
 def run_table(store: Store, sweep_id: int) -> list[dict[str, Any]]:
-    """Every run of a sweep (ok and failed) with its cell axes and every metric it produced, in run
-    order; with its interference verdict (``disturbance``: reasons, ``replaced``: a clean retry
-    replaced it)."""
+    """Every run of a sweep (ok and failed) with its cell axes, its cell's label and every metric
+    it produced, in run order; with its interference verdict (``disturbance``: reasons,
+    ``replaced``: a clean retry replaced it)."""
     judged = {r.run_id: r for r in store.runs(sweep_id)}
     out = []
     for run in store.run_listing(sweep_id):
         j = judged.get(run.run_id)
-        # the later axes a cell sets away from their defaults, as its key writes them
-        # ("+lun_type=blockio")
-        later = run.cell_key.partition("+")[2]
-        later = f"+{later}" if later else ""
         out.append(
             {
                 "id": run.run_id,
                 "cell_id": run.cell_id,
                 "key": run.cell_key,
                 **run.axes,
-                "later_axes": later,
+                # its settings as the rankings name them ('format=raw cache=none …'), the later
+                # axes a cell sets included ("lun_type=blockio"); not the store key's slash form
+                "label": _label(frozenset((a, v) for a, v in run.axes.items() if v is not None)),
                 "workload": run.workload,
                 "attempt": run.attempt,
                 "status": run.status,
