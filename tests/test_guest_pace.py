@@ -39,15 +39,33 @@ def test_the_pace_is_the_runs_own_work_against_its_reference_cost() -> None:
     # runs with nothing to compare are left out, not counted as instant
     assert pace_of_runs([(2.0, 1.0)] * 4 + [(0.0, 1.0), (2.0, 0.0)]) is None
     assert (
-        "1.8× the reference host's (27 quiet runs on 2026-11-29)"
+        "1.8× the reference host's (27 quiet runs to 2026-11-29)"
         in GuestPace(1.8, 27, "2026-11-29 04:30:08").sentence()
     )
 
 
+def test_each_sweep_adds_its_runs_to_the_kept_pace_by_their_weight(tmp_path: Path) -> None:
+    whole = GuestPace(1.8, 600, "2026-11-29 07:00:00", 3600.0)  # a whole full-matrix-fs
+    record_pace(whole, tmp_path)
+    # a test's small sweep, its fixed costs fitted less well: the kept figure moves a little
+    small = GuestPace(4.0, 6, "2026-11-30 10:00:00", 36.0)
+    kept = record_pace(small, tmp_path)
+    assert kept == recorded_pace(tmp_path)
+    assert kept.factor == pytest.approx((1.8 * 3564 + 4.0 * 36) / 3600)
+    assert kept.runs == 6 + 594 and kept.when == small.when and kept.reference_s == 3600.0
+    # a new whole sweep replaces it
+    again = GuestPace(2.0, 600, "2026-12-01 07:00:00", 3600.0)
+    assert record_pace(again, tmp_path) == again
+    # a figure written before the weights were kept: replaced by the next sweep's
+    file = tmp_path / pace_mod.FILE_NAME
+    file.write_text(json.dumps({**json.loads(file.read_text()), "reference_s": 0}))
+    assert record_pace(small, tmp_path) == small
+
+
 def test_a_recorded_pace_is_read_back_on_this_cpu_only(tmp_path: Path) -> None:
     assert recorded_pace(tmp_path) is None  # nothing recorded: the reference host's pace
-    record_pace(GuestPace(1.8, 29, "2026-11-29 04:30:08"), tmp_path)
-    assert recorded_pace(tmp_path) == GuestPace(1.8, 29, "2026-11-29 04:30:08")
+    record_pace(GuestPace(1.8, 29, "2026-11-29 04:30:08", 221.0), tmp_path)
+    assert recorded_pace(tmp_path) == GuestPace(1.8, 29, "2026-11-29 04:30:08", 221.0)
     assert not list(tmp_path.glob(".*.tmp"))  # written whole, through a renamed file
     file = tmp_path / pace_mod.FILE_NAME
     data = json.loads(file.read_text())

@@ -22,7 +22,10 @@ Boot time alone is no proxy: that VM booted microvm guests in 1.55× the referen
 their filesystem jobs in 2.5–2.7×.
 
 The figure lives in ``<cache root>/guest-pace.json`` (one a host: it names the CPU it was measured
-on, and a different CPU reads no pace). Fewer than ``MIN_RUNS`` quiet runs record nothing; a pace
+on, and a different CPU reads no pace). Each sweep adds its runs to what is kept, weighted by their
+reference seconds, over the last ``WINDOW_S`` of them: a small sweep (a test's 16 MiB jobs, whose
+fixed costs the reference fits less well) moves a whole sweep's figure a little, and a new whole
+sweep replaces it. Fewer than ``MIN_RUNS`` quiet runs record nothing; a pace
 outside ``PACE_RANGE`` is not believed (a broken clock, a stalled guest)."""
 
 from __future__ import annotations
@@ -31,31 +34,47 @@ import json
 import os
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from iomatrix.guest.cache import cache_root
 
 MIN_RUNS = 5
 PACE_RANGE = (0.2, 10.0)
+WINDOW_S = 3600.0  # reference seconds of runs the kept pace stands for, at most
 FILE_NAME = "guest-pace.json"
 
 
 @dataclass(frozen=True)
 class GuestPace:
     """How many times the reference host's time the built-in guest's TCG work took here
-    (`factor`), measured over `runs` quiet runs on `when`."""
+    (`factor`), measured over `runs` quiet runs, the last sweep of them on `when`."""
 
     factor: float
     runs: int
-    when: str
+    when: str  # the last sweep's
+    reference_s: float = 0.0  # what the runs' reference costs add up to: the figure's weight
 
     def sentence(self) -> str:
         """e.g. "the built-in guest's TCG work at this host's pace: 1.8× the reference host's
-        (27 quiet runs on 2026-11-29)"."""
+        (27 quiet runs to 2026-11-29)"."""
         return (
             f"the built-in guest's TCG work at this host's pace: {self.factor:.1f}× the reference "
-            f"host's ({self.runs} quiet runs on {self.when[:10]})"
+            f"host's ({self.runs} quiet runs to {self.when[:10]})"
+        )
+
+    def after(self, new: GuestPace) -> GuestPace:
+        """This kept pace with a new sweep's added: weighted by reference seconds, over the last
+        WINDOW_S of them (the older runs' weight cut first)."""
+        kept = min(self.reference_s, max(0.0, WINDOW_S - new.reference_s))
+        if kept <= 0 or self.reference_s <= 0:
+            return new
+        total = kept + new.reference_s
+        return GuestPace(
+            (self.factor * kept + new.factor * new.reference_s) / total,
+            new.runs + round(self.runs * kept / self.reference_s),
+            new.when,
+            total,
         )
 
 
@@ -66,8 +85,9 @@ def pace_of_runs(runs: Iterable[tuple[float, float]]) -> GuestPace | None:
     runs = [(took, ref) for took, ref in runs if took > 0 and ref > 0]
     if len(runs) < MIN_RUNS:
         return None
-    factor = sum(took for took, _ in runs) / sum(ref for _, ref in runs)
-    pace = GuestPace(factor, len(runs), time.strftime("%Y-%m-%d %H:%M:%S"))
+    reference = sum(ref for _, ref in runs)
+    factor = sum(took for took, _ in runs) / reference
+    pace = GuestPace(factor, len(runs), time.strftime("%Y-%m-%d %H:%M:%S"), reference)
     return pace if PACE_RANGE[0] <= factor <= PACE_RANGE[1] else None
 
 
@@ -92,22 +112,27 @@ def recorded_pace(root: Path | None = None) -> GuestPace | None:
         data = json.loads(_path(root).read_text())
         if data.get("cpu_model") != _cpu_model():
             return None
-        pace = GuestPace(float(data["factor"]), int(data["runs"]), str(data["when"]))
+        pace = GuestPace(
+            float(data["factor"]),
+            int(data["runs"]),
+            str(data["when"]),
+            float(data.get("reference_s", 0.0)),
+        )
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
     return pace if PACE_RANGE[0] <= pace.factor <= PACE_RANGE[1] else None
 
 
-def record_pace(pace: GuestPace, root: Path | None = None) -> None:
-    """Keep `pace` as this host's (atomically: a reader sees the old file or the new one). A cache
-    that cannot be written keeps the old figure; the sweep's results do not depend on it."""
+def record_pace(pace: GuestPace, root: Path | None = None) -> GuestPace:
+    """Add a sweep's `pace` to this host's kept one (GuestPace.after) and keep the result
+    (atomically: a reader sees the old file or the new one); returns it. A cache that cannot be
+    written keeps the old figure; the sweep's results do not depend on it."""
     path = _path(root)
-    data = {
-        "factor": round(pace.factor, 3),
-        "runs": pace.runs,
-        "when": pace.when,
-        "cpu_model": _cpu_model(),
-    }
+    old = recorded_pace(root)
+    pace = pace if old is None else old.after(pace)
+    # as it will be read back
+    pace = GuestPace(round(pace.factor, 3), pace.runs, pace.when, round(pace.reference_s, 1))
+    data = {**asdict(pace), "cpu_model": _cpu_model()}
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -115,3 +140,4 @@ def record_pace(pace: GuestPace, root: Path | None = None) -> None:
         tmp.replace(path)
     except OSError:
         tmp.unlink(missing_ok=True)
+    return pace
