@@ -29,15 +29,17 @@ GOLDEN = ROOT / "tests" / "data" / "golden" / "quick-sweep.sqlite"  # 37 quiet T
 
 def test_the_pace_is_the_runs_own_work_against_its_reference_cost() -> None:
     # 5 runs that took twice their reference cost, one that took three times
-    runs = [(2.0, 1.0)] * 5 + [(9.0, 3.0)]
+    runs = [(20.0, 10.0)] * 5 + [(90.0, 30.0)]
     pace = pace_of_runs(runs)
-    assert pace is not None and pace.runs == 6
-    assert pace.factor == pytest.approx((10.0 + 9.0) / (5.0 + 3.0))
+    assert pace is not None and pace.runs == 6 and pace.reference_s == 80.0
+    assert pace.factor == pytest.approx((100.0 + 90.0) / (50.0 + 30.0))
     # too few quiet runs say nothing; nor does a pace no host has (a stalled guest, a broken clock)
-    assert pace_of_runs([(2.0, 1.0)] * (pace_mod.MIN_RUNS - 1)) is None
-    assert pace_of_runs([(50.0, 1.0)] * 10) is None and pace_of_runs([(0.1, 1.0)] * 10) is None
+    assert pace_of_runs([(20.0, 10.0)] * (pace_mod.MIN_RUNS - 1)) is None
+    assert pace_of_runs([(500.0, 10.0)] * 10) is None and pace_of_runs([(1.0, 10.0)] * 10) is None
     # runs with nothing to compare are left out, not counted as instant
-    assert pace_of_runs([(2.0, 1.0)] * 4 + [(0.0, 1.0), (2.0, 0.0)]) is None
+    assert pace_of_runs([(20.0, 15.0)] * 4 + [(0.0, 10.0), (20.0, 0.0)]) is None
+    # nor do small runs of little reference work (the suite's 16 MiB sweeps: 5 runs, 9 s of it)
+    assert pace_of_runs([(3.0, 1.8)] * 5) is None
     assert (
         "1.8× the reference host's (27 quiet runs to 2026-11-29)"
         in GuestPace(1.8, 27, "2026-11-29 04:30:08").sentence()
@@ -47,18 +49,20 @@ def test_the_pace_is_the_runs_own_work_against_its_reference_cost() -> None:
 def test_each_sweep_adds_its_runs_to_the_kept_pace_by_their_weight(tmp_path: Path) -> None:
     whole = GuestPace(1.8, 600, "2026-11-29 07:00:00", 3600.0)  # a whole full-matrix-fs
     record_pace(whole, tmp_path)
-    # a test's small sweep, its fixed costs fitted less well: the kept figure moves a little
-    small = GuestPace(4.0, 6, "2026-11-30 10:00:00", 36.0)
+    # a small sweep, its fixed costs fitted less well: the kept figure moves a little
+    small = GuestPace(4.0, 9, "2026-11-30 10:00:00", 72.0)
     kept = record_pace(small, tmp_path)
     assert kept == recorded_pace(tmp_path)
-    assert kept.factor == pytest.approx((1.8 * 3564 + 4.0 * 36) / 3600)
-    assert kept.runs == 6 + 594 and kept.when == small.when and kept.reference_s == 3600.0
+    assert kept.factor == pytest.approx((1.8 * 3528 + 4.0 * 72) / 3600, abs=1e-3)
+    assert kept.runs == 9 + 588 and kept.when == small.when and kept.reference_s == 3600.0
     # a new whole sweep replaces it
     again = GuestPace(2.0, 600, "2026-12-01 07:00:00", 3600.0)
     assert record_pace(again, tmp_path) == again
-    # a figure written before the weights were kept: replaced by the next sweep's
+    # a figure with too little behind it (or written before the weights were kept) is not read,
+    # and the next sweep's replaces it
     file = tmp_path / pace_mod.FILE_NAME
-    file.write_text(json.dumps({**json.loads(file.read_text()), "reference_s": 0}))
+    file.write_text(json.dumps({**json.loads(file.read_text()), "reference_s": 9.1}))
+    assert recorded_pace(tmp_path) is None
     assert record_pace(small, tmp_path) == small
 
 
@@ -168,7 +172,7 @@ def _rows(plans: str) -> dict[str, str]:
 def test_plan_and_plans_give_the_estimate_at_the_recorded_pace(tmp_path: Path) -> None:
     fs, base = load_plan("full-matrix-fs")
     exp = plan_expansion(fs, base, set())
-    slow = GuestPace(2.0, 30, "2026-11-29 04:30:08")
+    slow = GuestPace(2.0, 30, "2026-11-29 04:30:08", 240.0)
     # nothing recorded: the reference host's figures, as the README gives them
     plans = _cli("plans", cache=tmp_path / "empty")
     row = _rows(plans)["full-matrix-fs"]

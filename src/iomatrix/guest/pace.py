@@ -25,8 +25,9 @@ The figure lives in ``<cache root>/guest-pace.json`` (one a host: it names the C
 on, and a different CPU reads no pace). Each sweep adds its runs to what is kept, weighted by their
 reference seconds, over the last ``WINDOW_S`` of them: a small sweep (a test's 16 MiB jobs, whose
 fixed costs the reference fits less well) moves a whole sweep's figure a little, and a new whole
-sweep replaces it. Fewer than ``MIN_RUNS`` quiet runs record nothing; a pace
-outside ``PACE_RANGE`` is not believed (a broken clock, a stalled guest)."""
+sweep replaces it. Fewer than ``MIN_RUNS`` quiet runs or ``MIN_REFERENCE_S`` of reference work
+record nothing, and a figure with less behind it is not read; a pace outside ``PACE_RANGE`` is not
+believed (a broken clock, a stalled guest)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,9 @@ from pathlib import Path
 from iomatrix.guest.cache import cache_root
 
 MIN_RUNS = 5
+# and at least this much reference work behind the figure: the suite's small guest sweeps (5 quiet
+# runs, 9 s of it, the first time on 2026-11-29) measure their own fixed costs more than the host
+MIN_REFERENCE_S = 30.0
 PACE_RANGE = (0.2, 10.0)
 WINDOW_S = 3600.0  # reference seconds of runs the kept pace stands for, at most
 FILE_NAME = "guest-pace.json"
@@ -80,12 +84,14 @@ class GuestPace:
 
 def pace_of_runs(runs: Iterable[tuple[float, float]]) -> GuestPace | None:
     """The pace of quiet runs given as (seconds they took beyond their time-based part, seconds
-    the reference costs give for the same), or None: fewer than MIN_RUNS, or outside
-    PACE_RANGE."""
+    the reference costs give for the same), or None: fewer than MIN_RUNS, less than
+    MIN_REFERENCE_S of reference work, or outside PACE_RANGE."""
     runs = [(took, ref) for took, ref in runs if took > 0 and ref > 0]
     if len(runs) < MIN_RUNS:
         return None
     reference = sum(ref for _, ref in runs)
+    if reference < MIN_REFERENCE_S:
+        return None
     factor = sum(took for took, _ in runs) / reference
     pace = GuestPace(factor, len(runs), time.strftime("%Y-%m-%d %H:%M:%S"), reference)
     return pace if PACE_RANGE[0] <= factor <= PACE_RANGE[1] else None
@@ -106,8 +112,8 @@ def _path(root: Path | None) -> Path:
 
 
 def recorded_pace(root: Path | None = None) -> GuestPace | None:
-    """The pace this host's last quiet guest sweep recorded, or None (none recorded, another CPU,
-    an unreadable file: estimates then assume the reference host)."""
+    """The pace this host's quiet guest sweeps recorded, or None (none recorded, another CPU,
+    too little behind it, an unreadable file: estimates then assume the reference host)."""
     try:
         data = json.loads(_path(root).read_text())
         if data.get("cpu_model") != _cpu_model():
@@ -120,6 +126,8 @@ def recorded_pace(root: Path | None = None) -> GuestPace | None:
         )
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
+    if pace.reference_s < MIN_REFERENCE_S:
+        return None  # too little behind it (or written before the weights were kept)
     return pace if PACE_RANGE[0] <= pace.factor <= PACE_RANGE[1] else None
 
 
