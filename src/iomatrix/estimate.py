@@ -15,8 +15,9 @@ The estimate is one figure, the sweep's wall clock set-up included:
   sweep (racing, ci-width) makes before its data settle; a fixed design (``min = max`` with no
   precision runs) makes none of them;
 * the built-in guest's TCG work (its boots, its filesystem jobs) is estimated at the reference
-  host's pace, or at this host's when a quiet sweep recorded it (guest/pace.py: a VM that booted
-  the guest to its workload in 3.6 s, not 1.36, did full-matrix-fs's runs in 2.6× the time);
+  host's pace, or at this host's when a quiet sweep recorded it (guest/pace.py: on the
+  2026-11-29 VM the quiet runs took 1.84× their reference costs, and full-matrix-fs's estimate went
+  from 1.6 h to 2.9 h, its minimum runs 0.92× those measured);
 * the time budget caps it: the scheduler starts no run that the budget cannot hold
   (scheduler.py), set-up included, so a sweep whose runs would take longer ends at its budget, and
   the estimate says so (``budget_bound``). Its minimum runs beyond the budget are then cut too:

@@ -486,7 +486,7 @@ def _run_locked(sw: Sweep, store: Store) -> None:
     if (estimate := estimate_sweep(p, exp, recorded_pace())).minimum_cut:
         print_line(f"[yellow]note:[/] {escape(estimate.sentence(p.time_budget))}", markup=True)
     res = runner.run()
-    # an interrupted sweep's quiet boots say the host's pace as well as a whole one's
+    # an interrupted sweep's quiet runs say the host's pace as well as a whole one's
     _record_guest_pace(store, res.sweep_id, p, exp)
     accels = sorted(set(res.accel.values()))
     print_line(
