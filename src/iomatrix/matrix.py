@@ -479,7 +479,7 @@ def estimate_seconds(
             per_rep += own
             continue
         timed, work = run_parts_s(plan, u.cell, u.workload, batching)
-        run_s = timed + guest_pace * work if tier.paced_by_guest(plan) else timed + work
+        run_s = timed + (guest_pace if tier.paced_by_guest(plan) else 1.0) * work
         if batching and tier.batches_runs:
             per_cell[u.cell] = per_cell.get(u.cell, 0) + 1
         per_rep += run_s

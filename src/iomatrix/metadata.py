@@ -20,6 +20,12 @@ def _cpu_model() -> str | None:
     return platform.processor() or None
 
 
+def cpu_model() -> str | None:
+    """This host's CPU model ('AMD EPYC'), as a sweep records it; None where neither /proc/cpuinfo
+    nor the platform says."""
+    return _cpu_model()
+
+
 def _mem_bytes() -> int | None:
     for line in (read_text("/proc/meminfo", strip=False) or "").splitlines():
         if line.startswith("MemTotal:"):

@@ -6,7 +6,7 @@ start-up all take longer on a slower CPU, while a time-based fio job takes its r
 built-in guest tier's costs (tiers/declared/guest.py, matrix.FS_JOB_S_PER_256M) were fitted on a
 reference host (2026-11-22). A sweep measures this host's pace as what its quiet built-in guest runs
 took beyond their time-based part, against what the reference costs give for the same runs
-(estimate.guest_run_parts):
+(matrix.run_parts_s, the split the estimate itself uses):
 
     pace = Σ (run wall − runtime and ramp) / Σ (reference estimate of the same, its boot included
            for a boot's first run)
@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from iomatrix.guest.cache import cache_root
+from iomatrix.metadata import cpu_model
 
 MIN_RUNS = 5
 # and at least this much reference work behind the figure: the suite's small guest sweeps (5 quiet
@@ -97,16 +98,6 @@ def pace_of_runs(runs: Iterable[tuple[float, float]]) -> GuestPace | None:
     return pace if PACE_RANGE[0] <= factor <= PACE_RANGE[1] else None
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.partition(":")[2].strip()
-    except OSError:
-        pass
-    return "unknown"
-
-
 def _path(root: Path | None) -> Path:
     return (root or cache_root()).expanduser() / FILE_NAME
 
@@ -116,7 +107,7 @@ def recorded_pace(root: Path | None = None) -> GuestPace | None:
     too little behind it, an unreadable file: estimates then assume the reference host)."""
     try:
         data = json.loads(_path(root).read_text())
-        if data.get("cpu_model") != _cpu_model():
+        if data.get("cpu_model") != cpu_model():
             return None
         pace = GuestPace(
             float(data["factor"]),
@@ -140,7 +131,7 @@ def record_pace(pace: GuestPace, root: Path | None = None) -> GuestPace:
     pace = pace if old is None else old.after(pace)
     # as it will be read back
     pace = GuestPace(round(pace.factor, 3), pace.runs, pace.when, round(pace.reference_s, 1))
-    data = {**asdict(pace), "cpu_model": _cpu_model()}
+    data = {**asdict(pace), "cpu_model": cpu_model()}
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
