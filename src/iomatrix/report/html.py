@@ -82,11 +82,11 @@ def _env() -> Environment:
 
 
 def short_labels(labels: Sequence[str]) -> tuple[list[str], str]:
-    """Drop key=value parts every label shares; return (short labels, the shared part)."""
-    parts = [lab.split() for lab in labels]
-    common = set(parts[0]).intersection(*parts[1:]) if len(parts) > 1 else set()
-    short = [" ".join(p for p in ps if p not in common) or "(all axes shared)" for ps in parts]
-    return short, " ".join(p for p in parts[0] if p in common) if parts else ""
+    """Each label's short name and what every label shares, as the terminal, the answer and "Every
+    run" name cells (naming.cell_names: "raw · writeback", "preallocation=off aio=threads …" said
+    once): one page, one way of naming a cell."""
+    names = cell_names(labels)
+    return [names.of(lab) for lab in labels], names.constant_text()
 
 
 def _summary(samples: list[float]) -> tuple[float, float | None, float | None]:
@@ -127,7 +127,8 @@ def _ranking_section(wr: WorkloadRanking, cws: list[CellWorkload]) -> dict[str, 
     """One ranking's chart, table and notes."""
     w = wr.workload
     rows = wr.ranking.rows
-    short, common = short_labels([r.name for r in rows])
+    names = cell_names(r.name for r in rows)
+    short, common = [names.of(r.name) for r in rows], names.constant_text()
     # each bar the figure the rank orders by (issue 70: bars of arithmetic means put the shortest
     # latency bar last in a ranking by geometric means); its whiskers the mean's 95% CI, as the
     # table's (charts._err clips them where they do not hold the bar's end)
@@ -172,7 +173,8 @@ def _ranking_section(wr: WorkloadRanking, cws: list[CellWorkload]) -> dict[str, 
         "metric": wr.metric,
         "tier": wr.tier,
         "common": common,
-        "notes": wr.notes(),
+        # the notes name cells as the table does, as `iomatrix rank` prints them
+        "notes": [names.rename(n) for n in wr.notes()],
         "better": "higher" if wr.ranking.higher_is_better else "lower",
         "centre": centre_heading(wr.ranking.analysis is not None and wr.ranking.analysis.blocked),
         "svg": charts.ranking_chart(bars, wr.metric, refs),
