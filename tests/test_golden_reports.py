@@ -156,3 +156,19 @@ def test_reports_unchanged_after_migration(label: str, tmp_path: Path) -> None:
     Store(db).close()
     assert Store.open_existing(db).schema_version > 4 or label == "schema1"
     _check(label, db, tmp_path)
+
+
+@pytest.mark.parametrize("label", sorted(DATABASES))
+def test_html_rankings_name_cells_as_the_terminal_does(label: str) -> None:
+    """One page, one way of naming a cell (issue 70): the HTML's ranking tables name each cell as
+    `iomatrix rank` prints it ("raw · writeback"), never by the full label's `format=raw
+    cache=writeback` the page's "Every run" table and the answer do not use. The recorded outputs
+    are compared with live ones above, so what holds between them holds for the CLI."""
+    html = (GOLDEN / label / "report.html").read_text()
+    rank_txt = (GOLDEN / label / "rank.txt").read_text()
+    ranked = re.findall(r'<tr><td data-label="rank">[^<]*</td>.*?data-label="cell">([^<]*)<', html)
+    assert ranked, f"{label}: no ranking rows found in the HTML (did the table's markup change?)"
+    for name in set(ranked):
+        assert re.search(rf"\s{re.escape(name)}\s{{2,}}\d", rank_txt), (
+            f"{label}: the HTML ranks '{name}', a name 'iomatrix rank' does not print"
+        )
