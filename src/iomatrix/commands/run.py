@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -513,11 +514,7 @@ def _run_locked(sw: Sweep, store: Store) -> None:
         console.print(answer, markup=False, highlight=False)
         if hint := few_runs_hint(answer, db, p.repetitions.max):
             console.print(hint, markup=False, highlight=False)
-    # three commands to paste: whole in a log
-    print_line(
-        f"next: iomatrix recommend --db {db}   ·   iomatrix report --html report.html "
-        f"--db {db}   ·   iomatrix rank --db {db}"
-    )
+    _print_next_commands(db)
     if res.runs_done == 0 and res.runs_failed > 0:
         raise SweepIncomplete(
             f"every run failed ({res.runs_failed} runs); see the errors above and "
@@ -735,3 +732,23 @@ def check_workdir(workdir: Path) -> Path:
 
 def register(app: typer.Typer) -> None:
     app.command(NAME)(run)
+
+
+def _print_next_commands(db: Path) -> None:
+    """The three commands to paste next, each whole: on one line where they fit the width, else one
+    a line under "next:" (a database's path made the one line 262 characters; width changes the
+    layout, not what is said; issue 70)."""
+    # quoted for a shell: a path with a space pastes as one argument
+    where = shlex.quote(str(db))
+    commands = [
+        f"iomatrix recommend --db {where}",
+        f"iomatrix report --html report.html --db {where}",
+        f"iomatrix rank --db {where}",
+    ]
+    one_line = "next: " + "   ·   ".join(commands)
+    if len(one_line) <= console.width:
+        print_line(one_line)
+        return
+    print_line("next:")
+    for command in commands:
+        print_line(f"  {command}")
