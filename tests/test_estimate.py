@@ -97,7 +97,10 @@ RECORDED_MINUTES = {
     "shared-storage": [8.0],
     # "Issue 24: `modern` on a quiet host", run 7 (load 1.2-1.4)
     "modern": [15.0],
-    # "Guest efficiency, the whole the KVM-on-ext4 timing article matrix, …", nothing else running
+    # "Guest efficiency, the whole the KVM-on-ext4 timing article matrix, …", nothing else running.
+    # Not its 235.6 min of 2026-11-29: a VM whose TCG guest work takes 1.97x the reference host's
+    # (docs/guest.md, "This host's pace"); at that pace its estimate was 1.27x low, the racing
+    # going half the way to the most runs, not ADAPTIVE_SHARE's quarter.
     "full-matrix-fs": [89.5],
     # "Consolidation tiles": two sweeps on a shared host (load 5-9), the only records
     "consolidation": [7.1, 7.2],
