@@ -13,17 +13,13 @@ from iomatrix.hostcmd import program_path, version_of
 from iomatrix.sysfs import read_text
 
 
-def _cpu_model() -> str | None:
+def cpu_model() -> str | None:
+    """This host's CPU model ('AMD EPYC'), as a sweep records it; None where neither /proc/cpuinfo
+    nor the platform says."""
     for line in (read_text("/proc/cpuinfo", strip=False) or "").splitlines():
         if line.startswith("model name"):
             return line.split(":", 1)[1].strip()
     return platform.processor() or None
-
-
-def cpu_model() -> str | None:
-    """This host's CPU model ('AMD EPYC'), as a sweep records it; None where neither /proc/cpuinfo
-    nor the platform says."""
-    return _cpu_model()
 
 
 def _mem_bytes() -> int | None:
@@ -51,7 +47,7 @@ def host_metadata() -> dict[str, Any]:
         "hostname": socket.gethostname(),
         "kernel": platform.release(),
         "os": _os_release(),
-        "cpu_model": _cpu_model(),
+        "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "mem_bytes": _mem_bytes(),
         "fio_version": version_of(["fio", "--version"]),
