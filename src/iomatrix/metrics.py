@@ -22,6 +22,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+# Lower-is-better metrics that are a whole job's time, not an I/O's latency.
+JOB_DURATIONS = frozenset({"workload.seconds"})
+
 
 @dataclass(frozen=True)
 class MetricInfo:
@@ -35,6 +38,15 @@ class MetricInfo:
     @property
     def direction(self) -> str:
         return "higher" if self.higher_is_better else "lower"
+
+    @property
+    def lower_words(self) -> tuple[str, str]:
+        """How a ratio of this lower-is-better metric reads, better first (report/recommend/
+        grammar.py): a job's time to complete (a guest filesystem job's) "faster"/"slower", which a
+        "lower latency" would misname; any other "lower latency"/"higher latency"."""
+        if self.name in JOB_DURATIONS:
+            return "faster", "slower"
+        return "lower latency", "higher latency"
 
 
 def _m(name: str, unit: str, higher: bool, description: str) -> MetricInfo:

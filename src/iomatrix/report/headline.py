@@ -221,6 +221,9 @@ class Headline:
     # One line per faster configuration the requirements excluded (cache=unsafe under the default
     # power-loss-safe): its measured gain, its risk and how to choose it anyway.
     declined: list[str] = field(default_factory=list)
+    # The same, each in its crowded screen's form: the gain and the requirement it fails, its risk
+    # left to --detail (report/screen.py at a density of 3 or more, where the risks go by name).
+    declined_brief: list[str] = field(default_factory=list)
     # what the figures show beyond the answer (Recommendation)
     findings: list[str] = field(default_factory=list)
     # One answer per role of the plan, first (report/recommend/roles.py: RoleAnswer.as_dict with
@@ -410,7 +413,7 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
 def _headline(rec: Recommendation, host: str, target: str) -> Headline:
     """headline() for one target."""
     answered: dict[tuple[str, bool, bool], Pick] = {}
-    declined: dict[str, list[str]] = {}
+    declined: dict[str, tuple[str, list[str]]] = {}
     basis: list[str] = []
     unanswered: list[str] = []
     measured = [
@@ -456,7 +459,10 @@ def _headline(rec: Recommendation, host: str, target: str) -> Headline:
         has_detail=bool(rec.verdicts),
         measured=measured,
         objective=rec.objective,
-        declined=[f"{', '.join(ws)}: {names.rename(text)}" for text, ws in declined.items()],
+        declined=[f"{', '.join(ws)}: {names.rename(text)}" for text, (_, ws) in declined.items()],
+        declined_brief=[
+            f"{', '.join(ws)}: {names.rename(brief)}" for brief, ws in declined.values()
+        ],
         findings=rec.findings if rec.first_findings is None else rec.first_findings,
         roles=[_named_role(r, names, rec) for r in rec.roles],
         baseline=_baseline(target, answered.values()),
@@ -492,11 +498,15 @@ def _brief_roles(rec: Recommendation, names: CellNames) -> list[tuple[str, str]]
     return out
 
 
-def _note(v: Verdict, shown: Verdict, declined: dict[str, list[str]], basis: list[str]) -> None:
+def _note(
+    v: Verdict, shown: Verdict, declined: dict[str, tuple[str, list[str]]], basis: list[str]
+) -> None:
     """What an answered workload adds beside its pick: the faster configuration its requirements
-    declined, and the tier that answered for another."""
+    declined (its text → its brief text and the workloads), and the tier that answered for
+    another."""
     if shown.declined is not None:
-        declined.setdefault(shown.declined.text(), []).append(v.workload)
+        text = shown.declined.text()
+        declined.setdefault(text, (shown.declined.text(brief=True), []))[1].append(v.workload)
     if v.basis and v.basis not in basis:
         basis.append(v.basis)
 

@@ -440,7 +440,9 @@ def _tail(
     the verdicts tiers' lines, and where to find more (`squeeze`: the whole snippets too; `risks`:
     the risks a crowded screen names there, _risk_names)."""
     out: list[str] = []
-    for line in h.declined:
+    # a crowded screen names the risks (`risks`): each declined line's own risk text is --detail's
+    declined = h.declined_brief if dense >= 3 and h.declined_brief else h.declined
+    for line in declined:
         out += wrap(f"not chosen: {line}", width)
     for line in h.unanswered:
         out += wrap(f"no answer for {line}", width)

@@ -115,6 +115,15 @@ class RatioCI(NamedTuple):
         precisely"."""
         return imprecise(self.low, self.high)
 
+    def turned(self) -> RatioCI:
+        """The same ratio the other way round: B over A from A over B, its interval turned with it
+        (1.43× (1.20–1.70) → 0.70× (0.59–0.83)); a bound that is None or 0 stays None."""
+        return RatioCI(
+            None if not self.ratio else 1 / self.ratio,
+            None if not self.high else 1 / self.high,
+            None if not self.low else 1 / self.low,
+        )
+
 
 def _log_delta(
     ma: float, mb: float, va: float, vb: float, na: int, nb: int, confidence: float

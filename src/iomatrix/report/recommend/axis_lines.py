@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from iomatrix.domain import axes as axis_registry
 from iomatrix.metrics import metric_info
 from iomatrix.report.rank import WorkloadRanking
-from iomatrix.report.recommend.grammar import interval_text, ratio_words, turned
+from iomatrix.report.recommend.grammar import directed, interval_text, ratio_words, turned
 from iomatrix.report.recommend.resolution import pick_reason
 from iomatrix.stats import RatioCI
 from iomatrix.stats.axis_decision import AxisDecision, cell_variances_of, decide_axis
@@ -251,7 +251,7 @@ def _line(group: Sequence[AxisAnswer], several: bool) -> str:
             words = ratio_words(_gain(a, better), a.metric)
             # the level it is told against, once: "1.21× cache=none", "… than cache=none"
             if i == 0:
-                words = f"{words} than {other}" if words.endswith("latency") else f"{words} {other}"
+                words = f"{words} than {other}" if directed(words) else f"{words} {other}"
             said.append(f"{words}{_on(a, several)}{_by_stratum(a, better)}")
         return f"{axis}: {level_name(axis, better)}, {', '.join(said)} (decided)"
     both = f"{level_name(axis, first.mine)} or {level_name(axis, first.rival)}"

@@ -4,7 +4,8 @@ A Gain's ratio is oriented so that > 1 means the pick is better (report/recommen
 pick/other for a throughput, other/pick for a latency. A throughput is said as it is ("raw ·
 writeback is 2.18× (1.47–3.21) qcow2 · cache=none"); a latency as "N× lower latency" when the pick
 is better and "N× higher latency" (the interval turned with it) when it is worse, so that the number
-always reads in the words next to it.
+always reads in the words next to it; a job's time to complete (a guest filesystem job's
+``workload.seconds``) as "N× faster" / "N× slower" (``MetricInfo.lower_words``).
 
 Worked example: a p99 latency of 700 µs for the pick against 1,000 µs: the gain is 1000/700 =
 1.43×, said "1.43× lower latency"; 1,000 µs against 700 µs: 0.70×, said "1.43× higher latency"."""
@@ -17,12 +18,8 @@ from iomatrix.stats import RatioCI
 
 
 def turned(r: RatioCI) -> RatioCI:
-    """The same ratio the other way round: B over A from A over B, its interval turned with it."""
-    return RatioCI(
-        None if not r.ratio else 1 / r.ratio,
-        None if not r.high else 1 / r.high,
-        None if not r.low else 1 / r.low,
-    )
+    """The same ratio the other way round (RatioCI.turned)."""
+    return r.turned()
 
 
 def ratio_words(ratio: RatioCI | None, metric: str, point: bool = False) -> str:
@@ -35,19 +32,27 @@ def ratio_words(ratio: RatioCI | None, metric: str, point: bool = False) -> str:
     if ratio.low is not None and ratio.high is not None and imprecise(ratio.low, ratio.high):
         # the bounds only, in the pick's favour's direction (> 1: better): no figure to turn
         return f"{ratio.low:.2g}–{ratio.high:.3g}× (too wide to tell)"
-    said = ratio if metric_info(metric).higher_is_better or ratio.ratio >= 1 else turned(ratio)
+    info = metric_info(metric)
+    said = ratio if info.higher_is_better or ratio.ratio >= 1 else turned(ratio)
     assert said.ratio is not None
     text = f"{said.ratio:.2f}×" if point and said.low is None else ratio_text(*said)
-    if metric_info(metric).higher_is_better:
+    if info.higher_is_better:
         return text
-    return f"{text} {'lower' if ratio.ratio >= 1 else 'higher'} latency"
+    better, worse = info.lower_words
+    return f"{text} {better if ratio.ratio >= 1 else worse}"
+
+
+def directed(words: str) -> bool:
+    """Whether ratio words carry their direction (a lower-is-better metric's): they then take
+    "than" before the other cell."""
+    return words.endswith(("latency", "faster", "slower"))
 
 
 def ratio_against(ratio: RatioCI | None, metric: str, other: str, point: bool = False) -> str:
     """The pick against `other` without its subject, for a line under the pick's name: "2.18×
     (1.47–3.21) qcow2 · cache=none", "1.43× (1.20–1.70) lower latency than Nova's default"."""
     words = ratio_words(ratio, metric, point)
-    return f"{words} than {other}" if words.endswith("latency") else f"{words} {other}"
+    return f"{words} than {other}" if directed(words) else f"{words} {other}"
 
 
 def compared(ratio: RatioCI | None, metric: str, other: str, point: bool = False) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 from iomatrix import domain
 from iomatrix.domain import BASELINES, PLATFORM_BASELINES, Baseline, Modifier, axes
+from iomatrix.metrics import metric_info
 from iomatrix.report.durability import MeasuredIndex
 from iomatrix.report.figures import ratio_text
 from iomatrix.report.query import CellWorkload
@@ -22,6 +23,7 @@ from iomatrix.report.recommend.current_match import (
     matching_current,
     varied_axes,
 )
+from iomatrix.report.recommend.grammar import ratio_against
 from iomatrix.report.recommend.requirements import Requirement, opt_in_text, unmet
 from iomatrix.report.recommend.risks import (
     SITUATIONS,
@@ -123,16 +125,29 @@ class Declined:
     fails: tuple[str, ...]  # the requirements it does not meet
     risk: str  # what it risks on a host crash or power loss
     opt_in: str  # how to choose it anyway
+    # the ranked metric: a lower-is-better one says its direction ("1.05× faster than the answer",
+    # recommend/grammar.py); "" or a throughput: "would gain N× over the answer"
+    metric: str = ""
 
-    def text(self) -> str:
+    def text(self, brief: bool = False) -> str:
+        """The line, or `brief`: without its risk (a crowded screen names the risks and leaves
+        their text to --detail)."""
         r = self.gain.ratio
         if r is None or r.ratio is None:
             gain = "would gain over the answer"
         # an interval over 10× is no figure, here as in every ratio (report/figures.py)
         elif r.imprecise:
             gain = f"may gain over the answer, {ratio_text(*r)},"
+        elif self.metric and not metric_info(self.metric).higher_is_better:
+            words = ratio_against(r, self.metric, "the answer")
+            gain = f"would {'have' if ' latency than ' in words else 'be'} {words}"
         else:
             gain = f"would gain {ratio_text(*r)} over the answer"
+        if brief:
+            return (
+                f"{self.cell} {gain} but is not {' or '.join(self.fails)} (chosen only with "
+                f"{self.opt_in}; its risk: --detail)"
+            )
         return (
             f"{self.cell} {gain} but is not {' or '.join(self.fails)}; on power "
             f"loss: {self.risk}; chosen only with {self.opt_in}"
@@ -664,7 +679,9 @@ def _declined(
         ),
         "not documented for this configuration",
     )
-    return Declined(cost.label, cost, tuple(q.name for q in fails), power, opt_in_text(fails))
+    return Declined(
+        cost.label, cost, tuple(q.name for q in fails), power, opt_in_text(fails), wr.metric
+    )
 
 
 ALTERNATIVES_SHOWN = 3
