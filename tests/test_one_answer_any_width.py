@@ -1,11 +1,12 @@
 """One answer, read one way (issue 70): the first screen of every captured sweep's answer holds the
 same facts at 80, 100 and 160 columns and for every --target, and every ratio in it reads in the
-one grammar ("A is N× B", a latency "N× lower/higher latency").
+one grammar ("A is N× B", a latency "N× lower/higher latency", a job's time "N× faster/slower").
 
 The captured sweeps: tests/data's quick sweeps (the golden one, the quickstart's roles, quick's
 roles, the unsafe-fastest one, the four quick reversals), the shared-storage answers
 (tests/data/answers: a Ceph cluster with librbd's writethrough-until-flush, two custom job files on
-Ceph, the built-in ceph plan at 1, 2 and 4 clients, two job files on an iSCSI LUN) and a
+Ceph, the built-in ceph plan at 1, 2 and 4 clients, two job files on an iSCSI LUN, a raw slice of
+full-matrix-fs's guest filesystem jobs) and a
 shared-storage sweep of two backings (the iSCSI LUN's and the Ceph cluster's verdicts answered
 together, as the built-in shared-storage plan answers per backing). "Facts" are what the answer
 says, not how it is laid out: the decisions (each configuration and the workloads it is the answer
@@ -45,6 +46,9 @@ SWEEPS: dict[str, tuple[Path, ...]] = {
     # the built-in ceph plan at 1, 2 and 4 clients: one configuration across the client counts
     "ceph-clients": (ANSWERS / "ceph-clients.sqlite",),
     "iscsi": (ANSWERS / "iscsi-lun-cache-jobs.sqlite",),
+    # the guest's filesystem jobs (a raw slice of full-matrix-fs): a job's time, said faster/slower,
+    # and the page-cache sentence of their shapes (guest/fs_shape.py)
+    "full-matrix-fs": (ANSWERS / "full-matrix-fs-raw.sqlite",),
     # one answer per backing, as the built-in shared-storage plan gives
     "shared-storage": (
         ANSWERS / "iscsi-lun-cache-jobs.sqlite",
@@ -201,4 +205,8 @@ def test_every_ratio_on_the_first_screen_reads_in_the_one_grammar(name: str, tmp
                 if g.ratio is None or g.ratio.ratio is None:
                     continue
                 line = re.search(re.escape(wg.workload) + r": [^·]*", flat)
-                assert line is not None and "latency than" in line.group(0), (wg.workload, flat)
+                # a latency "N× lower latency than", a job's time "N× faster than" (never "higher
+                # latency" for a filesystem job's seconds)
+                better, worse = metric_info(wg.metric).lower_words
+                said = line.group(0) if line is not None else ""
+                assert f"{better} than" in said or f"{worse} than" in said, (wg.workload, flat)

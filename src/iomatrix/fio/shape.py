@@ -168,6 +168,13 @@ class IoShape:
 
     workload: str
     jobs: tuple[JobIo, ...] = field(default_factory=tuple)
+    # Its measured reads read what its untimed set-up had just written through the cell's cache
+    # mode (a guest filesystem job: guest/fs_shape.py): a mode that keeps the host page cache holds
+    # them from the first read.
+    reads_written: bool = False
+    # What sets its working set when not the plan's size (a guest filesystem job's tree): the plan's
+    # size does not change it, so only cache.direct measures the disk. "" for a fio job.
+    fixed_set: str = ""
 
     @property
     def writing(self) -> tuple[JobIo, ...]:
@@ -245,6 +252,8 @@ class IoShape:
             "working_set_bytes": self.working_set,
             "read_share": round(self.read_share, 4),
             "random_share": round(self.random_share, 4),
+            "reads_written": self.reads_written,
+            "fixed_set": self.fixed_set,
             "jobs": [j.as_dict() for j in self.jobs],
         }
 

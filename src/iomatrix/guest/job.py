@@ -21,6 +21,7 @@ from typing import Literal
 from iomatrix.errors import UserError
 from iomatrix.fio.jobs import GUEST_DISK_PLACEHOLDER as DISK_PLACEHOLDER
 from iomatrix.guest.artifacts import GuestArtifacts, kind_scripts
+from iomatrix.guest.fs_shape import FS_WRITE_COUNT, FS_WRITE_MB
 from iomatrix.guest.kernel import BUS_MODULES, FS_MODULES, MMIO_BUS_MODULES
 from iomatrix.qemu_block import DISK_SERIAL, DiskSpec
 
@@ -53,8 +54,8 @@ class GuestJob:
     fio_job: str = ""
     fs: Literal["ext4", "xfs"] = "ext4"
     tarball: Path | None = None
-    write_mb: int = 128  # fs-write: size of each large sequential write
-    write_count: int = 3  # fs-write: how many of them
+    write_mb: int = FS_WRITE_MB  # fs-write: size of each large sequential write
+    write_count: int = FS_WRITE_COUNT  # fs-write: how many of them
     env: dict[str, str] = field(default_factory=dict)  # extra IOMX_* assignments for a kind script
     # name -> text, passed as fw_cfg opt/iomatrix/<name>
     files: dict[str, str] = field(default_factory=dict)

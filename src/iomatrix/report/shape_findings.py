@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from iomatrix.domain import CACHE, CacheMode
 from iomatrix.domain.axes import size_words
 from iomatrix.fio.shape import IoShape
+from iomatrix.metrics import metric_info
 from iomatrix.protocol_registry import network_protocol
 from iomatrix.report.figures import ratio_text
 from iomatrix.report.query import CellWorkload
@@ -66,7 +67,8 @@ class Pair:
     shape: IoShape
     cell: CellWorkload
     partner: CellWorkload
-    ratio: RatioCI
+    ratio: RatioCI  # oriented: above 1, the cell is better than its partner (`pairs`)
+    metric: str = ""
 
 
 def pairs(
@@ -78,7 +80,9 @@ def pairs(
     shapes: Mapping[str, IoShape],
 ) -> list[Pair]:
     """Each cell whose `axis` value `over` accepts, with the cell of `base` that equals it in every
-    other axis, per workload of known shape with at least 2 runs on each side."""
+    other axis, per workload of known shape with at least 2 runs on each side; its ratio oriented so
+    that above 1 is the cell better (faster) than its partner: cell over partner for a throughput,
+    partner over cell for a latency or a job's time."""
 
     def key(c: CellWorkload) -> tuple:
         return (
@@ -101,7 +105,8 @@ def pairs(
         metric = metric_of(c.workload)
         a, b = c.samples.get(metric, []), partner.samples.get(metric, [])
         if len(a) >= 2 and len(b) >= 2:
-            out.append(Pair(c.workload, shape, c, partner, ratio_ci(a, b)))
+            gain = ratio_ci(a, b) if metric_info(metric).higher_is_better else ratio_ci(b, a)
+            out.append(Pair(c.workload, shape, c, partner, gain, metric))
     return out
 
 
@@ -121,9 +126,27 @@ def _not_faster(r: RatioCI, threshold: float) -> bool:
     return r.low is not None and r.high is not None and not r.imprecise and r.low <= 1.0 + threshold
 
 
-def _figure(p: Pair, interference: Mapping[int, RunInterference]) -> str:
+def _figure(
+    p: Pair, interference: Mapping[int, RunInterference], against: str = "", of: str = " of "
+) -> str:
+    """The pair's ratio with the host's load (`_said`)."""
     load = load_words([p.cell, p.partner], interference)
-    return ratio_text(*p.ratio) + (f" [{load}]" if load else "")
+    return _said(p, against, of, f" [{load}]" if load else "")
+
+
+def _said(p: Pair, against: str = "", of: str = " of ", loaded: str = "") -> str:
+    """The pair's ratio: "3.00× (2.1–4.2)[ load] of cache=none" for a throughput; "1.17×
+    (1.05–1.30) faster than cache=none[ load]" for a lower-is-better metric, whose ratio (oriented:
+    above 1 better) needs its direction said (recommend/grammar.py). `against`: the partner's name,
+    "" to leave it out; `of`: what joins it to a throughput's ratio."""
+    info = metric_info(p.metric) if p.metric else None
+    if info is None or info.higher_is_better:
+        return ratio_text(*p.ratio) + loaded + (f"{of}{against}" if against else "")
+    better, worse = info.lower_words
+    up = p.ratio.ratio is None or p.ratio.ratio >= 1
+    shown = p.ratio if up else p.ratio.turned()
+    than = f" than {against}" if against else ""
+    return f"{ratio_text(*shown)} {better if up else worse}{than}{loaded}"
 
 
 def kernel_client(backing_type: str, axes: Mapping[str, str]) -> bool:
@@ -141,9 +164,12 @@ def _kernel_client(c: CellWorkload) -> bool:
 
 
 def _absorbs_writes(shape: IoShape) -> bool:
-    """Some job writes without making each write durable: the page cache takes those writes into
-    memory."""
-    return any(j.writes and not j.sync_writes and j.flush_every != 1 for j in shape.jobs)
+    """Some job writes without flushing while it runs: the page cache takes those writes into
+    memory and writes them out after the run. A job that flushes every N writes has them written
+    out at each flush inside its measured time (the page cache only batches N at a time, whatever
+    the working set): measured, fs-write (a flush per 128 MiB) put 460 MB on the host disk within
+    its runs under cache=writeback, as under cache=none (guest/fs_shape.py)."""
+    return any(j.writes and not j.flushes for j in shape.jobs)
 
 
 def memory_served(c: CellWorkload, shape: IoShape) -> str:
@@ -156,11 +182,14 @@ def memory_served(c: CellWorkload, shape: IoShape) -> str:
         return ""
     if mode.direct or not _kernel_client(c):
         return ""
+    # cache=unsafe drops the guest's flushes: every write stays in memory (measured: fs-write put
+    # 1 MB on the host disk within its runs, its dirty pages at 531 MB; guest/fs_shape.py)
+    held_writes = shape.writes and (mode.no_flush or _absorbs_writes(shape))
     served = [
         what
         for what, on in (
             ("reads", shape.read_share > 0),
-            ("writes", mode.write_cache and _absorbs_writes(shape)),
+            ("writes", mode.write_cache and held_writes),
         )
         if on
     ]
@@ -215,7 +244,12 @@ def _held(
 def _how_memory_served(held: Sequence[Pair]) -> str:
     """What memory's speed means for the told pairs' reads and writes."""
     parts = []
-    if any("reads" in memory_served(p.cell, p.shape) for p in held):
+    reads = [p for p in held if "reads" in memory_served(p.cell, p.shape)]
+    if any(p.shape.reads_written for p in reads):
+        parts.append(
+            "reads came from the host page cache, which kept what the job had just written"
+        )
+    if any(not p.shape.reads_written for p in reads):
         parts.append("reads ran at memory's speed once each block had been read")
     if any("writes" in memory_served(p.cell, p.shape) for p in held):
         parts.append("writes went to memory, to be written to the disk after the run")
@@ -238,27 +272,43 @@ def page_cache_finding(
     the figures left to --detail; ``brief``: one line, the workloads by name."""
     if not ram_bytes:
         return None
-    load = interference or {}
     served, held = _held(cws, threshold, shapes, metric_of, ram_bytes)
     if not held:
-        return _memory_served(served, ram_bytes, plan, brief or short)
+        return _memory_served(
+            served, ram_bytes, plan, "brief" if brief else "short" if short else "long"
+        )
     if brief:
-        workloads = ", ".join(dict.fromkeys(p.workload for p in held))
-        modes = "/".join(dict.fromkeys(f"cache={p.cell.axes['cache']}" for p in held))
-        sizes = " and ".join(
-            size_words(s) for s in sorted({p.shape.working_set or 0 for p in held})
-        )
-        return (
-            f"the host page cache held the {sizes} working sets of {workloads}: {modes} "
-            f"{MEMORY_NOT_DISK}; a plan size beyond twice the RAM measures it "
-            f"('{plan}'; --detail)"
-        )
+        return _brief_held(held, plan)
     if short:
         return _short_page_cache(held, ram_bytes, plan)
+    return _long_held(served, held, interference or {}, ram_bytes)
+
+
+def _brief_held(held: Sequence[Pair], plan: str) -> str:
+    """page_cache_finding's one line where the page cache held working sets that ran faster."""
+    workloads = ", ".join(dict.fromkeys(p.workload for p in held))
+    sizes = " and ".join(size_words(s) for s in sorted({p.shape.working_set or 0 for p in held}))
+    how = _advice(
+        held, f"a plan size beyond twice the RAM measures it ('{plan}'; --detail)", brief=True
+    )
+    return (
+        f"the host page cache held the {sizes} working sets of {workloads}: {_modes(held)} "
+        f"{MEMORY_NOT_DISK}; {how}"
+    )
+
+
+def _long_held(
+    served: Sequence[Pair],
+    held: Sequence[Pair],
+    load: Mapping[int, RunInterference],
+    ram_bytes: int,
+) -> str:
+    """page_cache_finding's --detail form where the page cache held working sets that ran faster:
+    each pair's figure, the workloads it also served, those whose working set does not fit."""
     told = [
         f"{p.workload}{_where(p, held)} ({size_words(p.shape.working_set or 0)}, "
         f"{_io_words(p.shape)}): "
-        f"cache={p.cell.axes['cache']} {_figure(p, load)} of cache=none"
+        f"cache={p.cell.axes['cache']} {_figure(p, load, 'cache=none')}"
         for p in held
     ]
     beyond = [
@@ -268,38 +318,127 @@ def page_cache_finding(
         for p in served
         if p.shape.held_by(ram_bytes, PAGE_CACHE_SHARE) is False and not p.ratio.imprecise
     ]
+    also = _served_not_faster(served, held, ram_bytes)
+    fixed = _advice([p for p in (*held, *also) if p.shape.fixed_set], "")
+    also_words = ", ".join(
+        f"{_modes([q for q in also if q.workload == w])} on {w}"
+        for w in dict.fromkeys(q.workload for q in also)
+    )
     return (
         "the host page cache held these working sets (at most half of this host's "
         f"{size_words(ram_bytes)} "
         f"of RAM), so the caching mode measured memory, not the disk: {_how_memory_served(held)}: "
         + "; ".join(told)
+        + (f"; {also_words} measured memory too, though not shown faster" if also else "")
         + ". A VM whose working set outgrows the host's free memory does not get this"
         + (f" ({'; '.join(beyond)})" if beyond else "")
+        + (f"; {fixed}" if fixed else "")
         + "."
     )
 
 
-def _memory_served(served: Sequence[Pair], ram_bytes: int, plan: str, short: bool) -> str | None:
+def _served_not_faster(served: Sequence[Pair], held: Sequence[Pair], ram_bytes: int) -> list[Pair]:
+    """The pairs of the workloads the page cache served, whose working set fits, but that ran no
+    faster and are not among `held` (cache=unsafe on fs-write): memory's figures too, said beside
+    the held ones (issue 70: full-matrix-fs's fs-write under unsafe)."""
+    told = {p.workload for p in held}
+    return [
+        p for p in served if p.workload not in told and p.shape.held_by(ram_bytes, PAGE_CACHE_SHARE)
+    ]
+
+
+def _and(names: Sequence[str]) -> str:
+    """ "a", "a and b", "a, b and c"."""
+    return " and ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else "".join(names)
+
+
+def _flushes_dropped(p: Pair) -> bool:
+    """The page cache served the pair's caching cell only because the mode drops the guest's
+    flushes (cache=unsafe on a writer that flushes): no plan size measures the disk for it."""
+    return p.shape.read_share == 0 and not _absorbs_writes(p.shape) and not p.shape.fixed_set
+
+
+def _advice(told: Sequence[Pair], sized: str, brief: bool = False) -> str:
+    """What measures the disk for the told workloads: `sized` (a plan size beyond twice the RAM)
+    for those the plan's size sets; for a guest filesystem job, whose working set is fixed
+    (IoShape.fixed_set), that cache=none does; for a flushing writer under cache=unsafe, that no
+    size does; "" when none applies. `brief`: the fixed ones' part in a few words."""
+    dropped = list(dict.fromkeys(p.workload for p in told if _flushes_dropped(p)))
+    sized_by_plan = [p for p in told if not p.shape.fixed_set and not _flushes_dropped(p)]
+    parts = [sized] if sized and sized_by_plan else []
+    fixed = list(dict.fromkeys(p.workload for p in told if p.shape.fixed_set))
+    if fixed and brief:
+        parts.append("cache=none measures the disk")
+    elif fixed:
+        sets = " and ".join(dict.fromkeys(p.shape.fixed_set for p in told if p.shape.fixed_set))
+        parts.append(
+            f"{_and(fixed)} work{'s' if len(fixed) == 1 else ''} on {sets} whatever the "
+            "plan's size: cache=none's figures are the disk's"
+        )
+    if dropped:
+        parts.append(
+            f"cache=unsafe drops the flushes of {_and(dropped)}"
+            + ("" if brief else ", so no plan size measures the disk with it")
+        )
+    return "; ".join(parts)
+
+
+def _modes(pairs: Sequence[Pair]) -> str:
+    """The caching cells' cache modes, in QEMU's order: "cache=writeback/writethrough/unsafe"."""
+    seen = {str(p.cell.axes.get("cache")) for p in pairs}
+    order = [m.value for m in CacheMode if m.value in seen] + sorted(
+        seen - {m.value for m in CacheMode}
+    )
+    return "cache=" + "/".join(order)
+
+
+def _memory_served(
+    served: Sequence[Pair], ram_bytes: int, plan: str, form: str = "long"
+) -> str | None:
     """Where the page cache served a caching cell whose working set fits in RAM but the figures do
     not show it faster (a quickstart on a slow host, or a workload that reads what fio just wrote):
     its figures are memory's all the same, and the answer says so (issue 70: the README promised
-    it, no quickstart output said it); None when no such pair."""
+    it, no quickstart output said it); None when no such pair. `form`: "long" (--detail), "short"
+    (the first screen) or "brief" (one line of a crowded first screen)."""
     fits = [p for p in served if p.shape.held_by(ram_bytes, PAGE_CACHE_SHARE)]
     if not fits:
         return None
-    workloads = ", ".join(dict.fromkeys(p.workload for p in fits))
-    modes = "/".join(dict.fromkeys(f"cache={p.cell.axes['cache']}" for p in fits))
     sizes = " and ".join(size_words(s) for s in sorted({p.shape.working_set or 0 for p in fits}))
-    said = (
-        f"{modes} figures are the host page cache's: the {sizes} working sets of {workloads} fit "
-        f"in RAM, so they measured memory, not the disk"
+    per: dict[str, list[Pair]] = {}
+    for p in fits:
+        per.setdefault(p.workload, []).append(p)
+    modes = {w: _modes(ps) for w, ps in per.items()}
+    if len(set(modes.values())) == 1:
+        served_by = f"{next(iter(modes.values()))} on {_and(list(per))}"
+        said = (
+            f"{next(iter(modes.values()))} figures are the host page cache's: the {sizes} "
+            f"working set{'s' if len(per) > 1 else ''} of {', '.join(per)} "
+            f"fit{'' if len(per) > 1 else 's'} in RAM, so they measured memory, not the disk"
+        )
+    else:  # modes that differ per workload (fs-write's writes stay in memory under unsafe only)
+        served_by = " and ".join(f"{m} on {w}" for w, m in modes.items())
+        said = (
+            f"the host page cache served {served_by}, whose {sizes} working sets fit in RAM: "
+            "those figures measured memory, not the disk"
+        )
+    if form == "brief":
+        how = _advice(fits, f"a plan size beyond twice the RAM measures it ('{plan}')", brief=True)
+        # (a guest filesystem job's advice is whole: nothing of it left to --detail)
+        more = "" if all(p.shape.fixed_set for p in fits) else " (--detail)"
+        return f"{served_by} {MEMORY_NOT_DISK}; {how}{more}"
+    if form == "short":
+        sized = f"a plan size beyond twice the RAM measures the disk ('{plan}'; --detail)"
+        how = _advice(fits, sized)
+        return f"{said}; {how}" + ("" if how.startswith(sized) else " (--detail)")
+    how = _advice(
+        fits,
+        f"a plan size beyond twice the RAM ({size_words(2 * ram_bytes)}) measures the disk "
+        f"('{plan}')",
     )
-    if short:
-        return f"{said}; a plan size beyond twice the RAM measures the disk ('{plan}'; --detail)"
     return (
-        f"{said}, though not faster than cache=none here. A VM whose working set outgrows the "
-        f"host's free memory does not get memory's speed; a plan size beyond twice the RAM "
-        f"({size_words(2 * ram_bytes)}) measures the disk ('{plan}')."
+        f"{said}, though not shown faster than cache=none here. A VM whose working set outgrows "
+        "the "
+        f"host's free memory does not get memory's speed; {how}."
     )
 
 
@@ -307,7 +446,7 @@ def _short_page_cache(held: Sequence[Pair], ram_bytes: int, plan: str) -> str:
     """The first screen's page-cache sentence (page_cache_finding with ``short``)."""
     sizes = sorted({p.shape.working_set or 0 for p in held})
     workloads = list(dict.fromkeys(p.workload for p in held))
-    modes = "/".join(dict.fromkeys(f"cache={p.cell.axes['cache']}" for p in held))
+    modes = _modes(held)
     # The largest gain of the tiers that answer (bare metal's buffered fio is the page cache too,
     # but no answer)
     top = max(
@@ -319,10 +458,11 @@ def _short_page_cache(held: Sequence[Pair], ram_bytes: int, plan: str) -> str:
         f"set{'s' if len(workloads) > 1 else ''} of {', '.join(workloads)} (at most half "
         "of this host's "
         f"{size_words(ram_bytes)} of RAM): {modes} measured memory, not the disk (up to "
-        f"{ratio_text(*top.ratio)} cache=none); a working set beyond the host's free "
-        "memory does not get this. "
-        f"To measure the disk: a plan size beyond twice the RAM ('{plan}' says how and its cost); "
-        "figures: --detail."
+        f"{_said(top, 'cache=none', of=' ')}); a working set beyond the "
+        "host's free memory does not get this. "
+        "To measure the disk: "
+        + _advice(held, f"a plan size beyond twice the RAM ('{plan}' says how and its cost)")
+        + "; figures: --detail."
     )
 
 

@@ -9,8 +9,8 @@ Where the shape comes from, per workload:
   version): the job text stored with its first ok run, read without the cell's own [global]
   (``shape_of_text(rendered=True)``). That text is what fio ran, recorded with every run since the
   first schema, so a database of any age has it: nothing new is stored;
-* no ok run with a job text (a guest filesystem job, a tier's own trial): not known, and left out of
-  findings.
+* a guest filesystem job (fs-read, fs-write): no fio job, its steps' shape (guest/fs_shape.py);
+* no ok run with a job text (a tier's own trial): not known, and left out of findings.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from iomatrix.fio.shape import IoShape, shape_of_text, shape_of_workload
+from iomatrix.guest.fs_shape import fs_shape
 from iomatrix.report.query import CellWorkload
 from iomatrix.stats.interference import RunInterference
 from iomatrix.store import Store
@@ -47,9 +48,13 @@ def workload_shapes(store: Store, cws: Sequence[CellWorkload]) -> dict[str, IoSh
             first_run[c.workload] = c.runs[0]
     out: dict[str, IoShape] = {}
     for workload, rid in first_run.items():
+        defined = preset(workload)
+        steps = fs_shape(defined.kind) if defined is not None else None
+        if steps is not None:
+            out[workload] = steps
+            continue
         text = store.run_job_text(rid) or ""
         stored = shape_of_text(workload, text, rendered=True) if "[" in text else None
-        defined = preset(workload)
         if defined is not None and defined.kind == "fio":
             out[workload] = shape_of_workload(defined, stored.working_set if stored else None)
         # a role's job ("database:data") is a job file the plan ships: its stored text is its shape

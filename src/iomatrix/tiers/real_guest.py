@@ -45,6 +45,7 @@ from iomatrix.fio.jobs import GUEST_DISK_PLACEHOLDER, IOPS_LOG_PREFIX, guest_job
 from iomatrix.fio.parse import FioOutputError, checked_metrics, extract_json, parse_iops_log
 from iomatrix.guest.agent import AgentTimeout
 from iomatrix.guest.cmdline import tarball_args
+from iomatrix.guest.fs_shape import FS_WRITE_COUNT, FS_WRITE_MB
 from iomatrix.guest.job import TAR_SERIAL
 from iomatrix.guest.real_image import RealImage
 from iomatrix.guest.realboot import RealGuest, boot, disk_serial, disk_view
@@ -164,8 +165,6 @@ printf ']}\n'
     .replace("@MOUNT@", FS_MOUNT)
     .replace("@RUN@", GUEST_RUN_DIR)
 )
-# fs-write's large sequential writes: the built-in guest's (guest.job.GuestJob)
-FS_WRITE_MB, FS_WRITE_COUNT = 128, 3
 # os-release's PRETTY_NAME and the kernel release, one a line.
 _FACTS = '. /etc/os-release 2>/dev/null; echo "${PRETTY_NAME:-unknown}"; uname -r'
 # Before each run in a booted guest, as the built-in guest's init does before each run of a shared
