@@ -157,3 +157,24 @@ def test_detail_json_and_html_carry_it(sweep: Path, tmp_path: Path) -> None:
     _cli("report", "--db", str(sweep), "--html", str(page))
     text = " ".join(re.sub(r"<[^>]+>", " ", page.read_text()).split())
     assert "cache=unsafe on fs-write" in text.replace("&#x27;", "'")
+
+
+def test_plan_says_the_size_does_not_measure_the_filesystem_jobs_disk() -> None:
+    """`iomatrix plan full-matrix-fs`: its only workloads are the filesystem jobs, whose tree no
+    size changes, so the line names what the page cache serves of each and that cache=none
+    measures the disk, not a size of twice the RAM (which it said before: 48 GiB of images for
+    nothing)."""
+    from iomatrix.commands.plan import page_cache_line
+    from iomatrix.plan.load import load_plan
+    from iomatrix.runner import plan_expansion
+
+    p, base = load_plan("full-matrix-fs")
+    line = page_cache_line(p, plan_expansion(p, base, set()), 8 << 30, "full-matrix-fs")
+    assert line is not None
+    assert (
+        "fs-read's reads under cache=writeback/writethrough/unsafe; fs-write's writes under "
+        "cache=unsafe" in line
+    )
+    assert "cache=none measures their disk" in line and "twice the RAM" not in line
+    # a host too small to know: nothing said
+    assert page_cache_line(p, plan_expansion(p, base, set()), None, "full-matrix-fs") is None

@@ -143,6 +143,7 @@ def page_cache_line(p: Plan, exp: Expansion, ram_bytes: int | None, source: str)
     from iomatrix.domain import CACHE, NA, CacheMode
     from iomatrix.domain.axes import size_words
     from iomatrix.fio.shape import shape_of_workload
+    from iomatrix.guest.fs_shape import fs_shape
     from iomatrix.report.shape_findings import PAGE_CACHE_SHARE, kernel_client
 
     specs = p.backing_by_label()
@@ -156,8 +157,11 @@ def page_cache_line(p: Plan, exp: Expansion, ram_bytes: int | None, source: str)
         )
 
     cells = [c for c in exp.cells if c["cache"] != NA and page_cached(c)]
+    fs_part = _fs_jobs_page_cache(exp, specs)
     if not ram_bytes or not cells or p.size_bytes > ram_bytes * PAGE_CACHE_SHARE:
-        return None
+        return f"page cache: {fs_part}" if fs_part and ram_bytes else None
+    if fs_part and not any(fs_shape(u.workload.kind) is None for u in exp.units):
+        return f"page cache: {fs_part}"  # only the guest's filesystem jobs: size changes nothing
     cached = sorted({c["cache"] for c in cells})
     beyond = -(-2 * ram_bytes // (1 << 30)) << 30  # twice the RAM, in whole GiB
     big = f"{beyond >> 30}G"
@@ -186,7 +190,8 @@ def page_cache_line(p: Plan, exp: Expansion, ram_bytes: int | None, source: str)
         else ""
     )
     return (
-        f"page cache: size = {p.size}, the region each run works on, fits in this host's "
+        (f"page cache: {fs_part} For the other workloads: " if fs_part else "page cache: ")
+        + f"size = {p.size}, the region each run works on, fits in this host's "
         "page cache "
         f"({size_words(ram_bytes)} of RAM), so {'/'.join(f'cache={c}' for c in cached)} "
         "measures memory there, "
@@ -195,6 +200,42 @@ def page_cache_line(p: Plan, exp: Expansion, ram_bytes: int | None, source: str)
         f"{where}{cost}; writes leave memory only past the kernel's dirty limit "
         "(vm.dirty_ratio), so they also "
         f"need runs longer than runtime = {p.runtime} s."
+    )
+
+
+def _fs_jobs_page_cache(exp: Expansion, specs: dict) -> str:
+    """What the host page cache serves of the guest's filesystem jobs (guest/fs_shape.py) under the
+    plan's cache modes, and that the plan's size does not change it (their tree is the built-in
+    guest's): "" when the plan runs none of them under a mode the page cache serves."""
+    from iomatrix.domain import CacheMode
+    from iomatrix.domain.axes import size_words
+    from iomatrix.guest.fs_shape import fs_shape
+    from iomatrix.report.query import CellWorkload
+    from iomatrix.report.shape_findings import memory_served
+
+    served: dict[str, list[str]] = {}
+    sets: dict[str, int] = {}
+    for u in exp.units:
+        shape = fs_shape(u.workload.kind)
+        if shape is None:
+            continue
+        spec = specs.get(u.cell.get("backing", ""))
+        backing = {"backing_type": spec.type if spec is not None else "dir"}
+        cell = CellWorkload(0, "", dict(u.cell), backing, u.workload.name, [])
+        what = memory_served(cell, shape)
+        modes = served.setdefault(f"{u.workload.name}'s {what}", []) if what else []
+        modes += [] if not what or u.cell["cache"] in modes else [u.cell["cache"]]
+        sets[u.workload.name] = shape.working_set or 0
+    if not served:
+        return ""
+    order = [m.value for m in CacheMode]
+    said = "; ".join(
+        f"{w} under cache={'/'.join(sorted(m, key=order.index))}" for w, m in served.items()
+    )
+    works = " and ".join(f"{w} ({size_words(b)})" for w, b in sets.items())
+    return (
+        f"the host page cache serves {said}, so those figures are memory's. {works} work on the "
+        "built-in guest's tree whatever the plan's size: cache=none measures their disk."
     )
 
 

@@ -437,8 +437,7 @@ def _memory_served(
     )
     return (
         f"{said}, though not shown faster than cache=none here. A VM whose working set outgrows "
-        "the "
-        f"host's free memory does not get memory's speed; {how}."
+        f"the host's free memory does not get memory's speed; {how}."
     )
 
 
