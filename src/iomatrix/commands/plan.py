@@ -140,23 +140,13 @@ def page_cache_line(p: Plan, exp: Expansion, ram_bytes: int | None, source: str)
     does not fit or no such cache mode runs."""
     from importlib import resources
 
-    from iomatrix.domain import CACHE, NA, CacheMode
+    from iomatrix.domain import NA
     from iomatrix.domain.axes import size_words
-    from iomatrix.fio.shape import shape_of_workload
     from iomatrix.guest.fs_shape import fs_shape
-    from iomatrix.report.shape_findings import PAGE_CACHE_SHARE, kernel_client
+    from iomatrix.report.shape_findings import PAGE_CACHE_SHARE
 
     specs = p.backing_by_label()
-
-    def page_cached(c: dict[str, str]) -> bool:
-        spec = specs.get(c.get("backing", ""))
-        return (
-            c["cache"] in CacheMode._value2member_map_
-            and not CACHE[CacheMode(c["cache"])].direct
-            and (spec is None or kernel_client(spec.type, c))
-        )
-
-    cells = [c for c in exp.cells if c["cache"] != NA and page_cached(c)]
+    cells = [c for c in exp.cells if c["cache"] != NA and _page_cached(c, specs)]
     fs_part = _fs_jobs_page_cache(exp, specs)
     if not ram_bytes or not cells or p.size_bytes > ram_bytes * PAGE_CACHE_SHARE:
         return f"page cache: {fs_part}" if fs_part and ram_bytes else None
@@ -165,30 +155,13 @@ def page_cache_line(p: Plan, exp: Expansion, ram_bytes: int | None, source: str)
     cached = sorted({c["cache"] for c in cells})
     beyond = -(-2 * ram_bytes // (1 << 30)) << 30  # twice the RAM, in whole GiB
     big = f"{beyond >> 30}G"
-    reading = [
-        u
-        for u in exp.units
-        if u.cell["cache"] != NA
-        and page_cached(dict(u.cell))
-        and u.workload.kind == "fio"
-        and shape_of_workload(u.workload).read_share > 0
-    ]
-    written = len(reading) * p.repetitions.min * beyond
+    reading = _reading_units(exp, specs)
     where = (
         f"a copy of {resources.files('iomatrix.plans') / (p.name + '.toml')}"
         if source == p.name
         else "the plan file"
     )
-    minutes = written / PREFILL_BYTES_PER_S / 60
-    fits = "within" if minutes * 60 <= p.time_budget_s else "beyond"
-    cost = (
-        f": its {len(reading)} reading units × {p.repetitions.min} runs would each write those "
-        f"{size_words(beyond)} first ({size_words(written)} at the least, about "
-        f"{minutes:.0f} min at 500 MB/s: "
-        f"{fits} its {p.time_budget} budget), with {size_words(beyond)} free per image"
-        if reading
-        else ""
-    )
+    cost = _disk_cost(p, reading, beyond)
     return (
         (f"page cache: {fs_part} For the other workloads: " if fs_part else "page cache: ")
         + f"size = {p.size}, the region each run works on, fits in this host's "
@@ -200,6 +173,53 @@ def page_cache_line(p: Plan, exp: Expansion, ram_bytes: int | None, source: str)
         f"{where}{cost}; writes leave memory only past the kernel's dirty limit "
         "(vm.dirty_ratio), so they also "
         f"need runs longer than runtime = {p.runtime} s."
+    )
+
+
+def _page_cached(c: Mapping[str, str], specs: Mapping[str, Any]) -> bool:
+    """Whether the cell's cache mode keeps the host page cache on its backing (a kernel client)."""
+    from iomatrix.domain import CACHE, CacheMode
+    from iomatrix.report.shape_findings import kernel_client
+
+    spec = specs.get(c.get("backing", ""))
+    return (
+        c["cache"] in CacheMode._value2member_map_
+        and not CACHE[CacheMode(c["cache"])].direct
+        and (spec is None or kernel_client(spec.type, c))
+    )
+
+
+def _reading_units(exp: Expansion, specs: Mapping[str, Any]) -> int:
+    """How many of the plan's fio units read under a mode that keeps the host page cache: each
+    would write a region beyond the RAM first to measure the disk."""
+    from iomatrix.domain import NA
+    from iomatrix.fio.shape import shape_of_workload
+
+    return sum(
+        1
+        for u in exp.units
+        if u.cell["cache"] != NA
+        and _page_cached(dict(u.cell), specs)
+        and u.workload.kind == "fio"
+        and shape_of_workload(u.workload).read_share > 0
+    )
+
+
+def _disk_cost(p: Plan, reading: int, beyond: int) -> str:
+    """What measuring the disk costs the plan (page_cache_line): each of its `reading` units' runs
+    writes a region of `beyond` bytes first; "" when none reads."""
+    from iomatrix.domain.axes import size_words
+
+    if not reading:
+        return ""
+    written = reading * p.repetitions.min * beyond
+    minutes = written / PREFILL_BYTES_PER_S / 60
+    fits = "within" if minutes * 60 <= p.time_budget_s else "beyond"
+    return (
+        f": its {reading} reading units × {p.repetitions.min} runs would each write those "
+        f"{size_words(beyond)} first ({size_words(written)} at the least, about "
+        f"{minutes:.0f} min at 500 MB/s: "
+        f"{fits} its {p.time_budget} budget), with {size_words(beyond)} free per image"
     )
 
 
@@ -222,10 +242,11 @@ def _fs_jobs_page_cache(exp: Expansion, specs: dict) -> str:
         spec = specs.get(u.cell.get("backing", ""))
         backing = {"backing_type": spec.type if spec is not None else "dir"}
         cell = CellWorkload(0, "", dict(u.cell), backing, u.workload.name, [])
-        what = memory_served(cell, shape)
-        modes = served.setdefault(f"{u.workload.name}'s {what}", []) if what else []
-        modes += [] if not what or u.cell["cache"] in modes else [u.cell["cache"]]
         sets[u.workload.name] = shape.working_set or 0
+        what = memory_served(cell, shape)
+        modes = served.setdefault(f"{u.workload.name}'s {what}", []) if what else None
+        if modes is not None and u.cell["cache"] not in modes:
+            modes.append(u.cell["cache"])
     if not served:
         return ""
     order = [m.value for m in CacheMode]
