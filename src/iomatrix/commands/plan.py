@@ -227,11 +227,10 @@ def _fs_jobs_page_cache(exp: Expansion, specs: dict) -> str:
     """What the host page cache serves of the guest's filesystem jobs (guest/fs_shape.py) under the
     plan's cache modes, and that the plan's size does not change it (their tree is the built-in
     guest's): "" when the plan runs none of them under a mode the page cache serves."""
-    from iomatrix.domain import CacheMode
     from iomatrix.domain.axes import size_words
     from iomatrix.guest.fs_shape import fs_shape
     from iomatrix.report.query import CellWorkload
-    from iomatrix.report.shape_findings import memory_served
+    from iomatrix.report.shape_findings import cache_modes_text, memory_served
 
     served: dict[str, list[str]] = {}
     sets: dict[str, int] = {}
@@ -244,15 +243,11 @@ def _fs_jobs_page_cache(exp: Expansion, specs: dict) -> str:
         cell = CellWorkload(0, "", dict(u.cell), backing, u.workload.name, [])
         sets[u.workload.name] = shape.working_set or 0
         what = memory_served(cell, shape)
-        modes = served.setdefault(f"{u.workload.name}'s {what}", []) if what else None
-        if modes is not None and u.cell["cache"] not in modes:
-            modes.append(u.cell["cache"])
+        if what:  # each mode said once (cache_modes_text)
+            served.setdefault(f"{u.workload.name}'s {what}", []).append(u.cell["cache"])
     if not served:
         return ""
-    order = [m.value for m in CacheMode]
-    said = "; ".join(
-        f"{w} under cache={'/'.join(sorted(m, key=order.index))}" for w, m in served.items()
-    )
+    said = "; ".join(f"{w} under {cache_modes_text(m)}" for w, m in served.items())
     works = " and ".join(f"{w} ({size_words(b)})" for w, b in sets.items())
     return (
         f"the host page cache serves {said}, so those figures are memory's. {works} work on the "

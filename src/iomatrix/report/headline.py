@@ -42,7 +42,7 @@ from iomatrix.report.recommend import (
 )
 from iomatrix.report.recommend.axis_lines import AxisAnswer, axis_brief, axis_lines
 from iomatrix.report.recommend.change import keep_reason, measured_against_current, not_decided
-from iomatrix.report.recommend.grammar import ratio_against, turned
+from iomatrix.report.recommend.grammar import ratio_against
 from iomatrix.report.recommend.roles import rival_of
 from iomatrix.snippets import Snippet, answer_storage_snippet
 from iomatrix.vmconfig.reading import CurrentConfig
@@ -609,7 +609,7 @@ def _join(
         return
     alt = next((a for a in shown.alternatives if a.label and of(a.label) == cell), None)
     # the alternative is its own pick over `cell`: turned, `cell` over its own pick
-    over = None if alt is None or alt.ratio is None else turned(alt.ratio)
+    over = None if alt is None or alt.ratio is None else alt.ratio.turned()
     own = of(shown.choice.cell)
     gain = Gain(
         f"its own pick ({own})",

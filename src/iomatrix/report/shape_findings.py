@@ -35,7 +35,7 @@ power."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from iomatrix.domain import CACHE, CacheMode
@@ -68,7 +68,7 @@ class Pair:
     cell: CellWorkload
     partner: CellWorkload
     ratio: RatioCI  # oriented: above 1, the cell is better than its partner (`pairs`)
-    metric: str = ""
+    metric: str  # the workload's primary metric, which the ratio is of
 
 
 def pairs(
@@ -139,8 +139,8 @@ def _said(p: Pair, against: str = "", of: str = " of ", loaded: str = "") -> str
     (1.05–1.30) faster than cache=none[ load]" for a lower-is-better metric, whose ratio (oriented:
     above 1 better) needs its direction said (recommend/grammar.py). `against`: the partner's name,
     "" to leave it out; `of`: what joins it to a throughput's ratio."""
-    info = metric_info(p.metric) if p.metric else None
-    if info is None or info.higher_is_better:
+    info = metric_info(p.metric)
+    if info.higher_is_better:
         return ratio_text(*p.ratio) + loaded + (f"{of}{against}" if against else "")
     better, worse = info.lower_words
     up = p.ratio.ratio is None or p.ratio.ratio >= 1
@@ -384,8 +384,13 @@ def _advice(told: Sequence[Pair], sized: str, brief: bool = False) -> str:
 
 
 def _modes(pairs: Sequence[Pair]) -> str:
-    """The caching cells' cache modes, in QEMU's order: "cache=writeback/writethrough/unsafe"."""
-    seen = {str(p.cell.axes.get("cache")) for p in pairs}
+    """The caching cells' cache modes (cache_modes_text)."""
+    return cache_modes_text(str(p.cell.axes.get("cache")) for p in pairs)
+
+
+def cache_modes_text(modes: Iterable[str]) -> str:
+    """Cache modes, each once, in QEMU's order: "cache=writeback/writethrough/unsafe"."""
+    seen = set(modes)
     order = [m.value for m in CacheMode if m.value in seen] + sorted(
         seen - {m.value for m in CacheMode}
     )

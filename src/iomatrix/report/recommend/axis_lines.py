@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from iomatrix.domain import axes as axis_registry
 from iomatrix.metrics import metric_info
 from iomatrix.report.rank import WorkloadRanking
-from iomatrix.report.recommend.grammar import directed, interval_text, ratio_words, turned
+from iomatrix.report.recommend.grammar import directed, interval_text, ratio_words
 from iomatrix.report.recommend.resolution import pick_reason
 from iomatrix.stats import RatioCI
 from iomatrix.stats.axis_decision import AxisDecision, cell_variances_of, decide_axis
@@ -207,8 +207,8 @@ def _gain(a: AxisAnswer, of: str) -> RatioCI:
     d = a.decision
     r = RatioCI(d.ratio, d.low, d.high)  # mine / rival, in values
     if of != a.mine:
-        r = turned(r)
-    return r if metric_info(a.metric).higher_is_better else turned(r)
+        r = r.turned()
+    return r if metric_info(a.metric).higher_is_better else r.turned()
 
 
 def _by_stratum(a: AxisAnswer, better: str) -> str:

@@ -17,11 +17,6 @@ from iomatrix.report.figures import imprecise, ratio_text
 from iomatrix.stats import RatioCI
 
 
-def turned(r: RatioCI) -> RatioCI:
-    """The same ratio the other way round (RatioCI.turned)."""
-    return r.turned()
-
-
 def ratio_words(ratio: RatioCI | None, metric: str, point: bool = False) -> str:
     """The pick's ratio to another on `metric` in words: "2.18× (1.47–3.21)" for a throughput,
     "1.43× (1.20–1.70) lower latency" or "… higher latency" for a latency; "–" without one.
@@ -33,7 +28,7 @@ def ratio_words(ratio: RatioCI | None, metric: str, point: bool = False) -> str:
         # the bounds only, in the pick's favour's direction (> 1: better): no figure to turn
         return f"{ratio.low:.2g}–{ratio.high:.3g}× (too wide to tell)"
     info = metric_info(metric)
-    said = ratio if info.higher_is_better or ratio.ratio >= 1 else turned(ratio)
+    said = ratio if info.higher_is_better or ratio.ratio >= 1 else ratio.turned()
     assert said.ratio is not None
     text = f"{said.ratio:.2f}×" if point and said.low is None else ratio_text(*said)
     if info.higher_is_better:
@@ -73,7 +68,7 @@ def to_best(ratio: RatioCI | None, metric: str) -> str:
         return ratio_text(*ratio)
     if metric_info(metric).higher_is_better:
         return ratio_words(ratio, metric)
-    return ratio_words(turned(ratio), metric)
+    return ratio_words(ratio.turned(), metric)
 
 
 # The heading of the figure a ranking orders its cells by, and every "best" is the best of

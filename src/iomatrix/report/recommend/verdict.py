@@ -23,7 +23,7 @@ from iomatrix.report.recommend.current_match import (
     matching_current,
     varied_axes,
 )
-from iomatrix.report.recommend.grammar import ratio_against
+from iomatrix.report.recommend.grammar import compared
 from iomatrix.report.recommend.requirements import Requirement, opt_in_text, unmet
 from iomatrix.report.recommend.risks import (
     SITUATIONS,
@@ -139,8 +139,9 @@ class Declined:
         elif r.imprecise:
             gain = f"may gain over the answer, {ratio_text(*r)},"
         elif self.metric and not metric_info(self.metric).higher_is_better:
-            words = ratio_against(r, self.metric, "the answer")
-            gain = f"would {'have' if ' latency than ' in words else 'be'} {words}"
+            # the verb the one grammar gives it ("has … lower latency than", "is … faster than")
+            verb, _, said = compared(r, self.metric, "the answer").partition(" ")
+            gain = f"would {'have' if verb == 'has' else 'be'} {said}"
         else:
             gain = f"would gain {ratio_text(*r)} over the answer"
         if brief:
